@@ -1,0 +1,73 @@
+"""Samples to and from disk: PNG images plus one JSON line per sample."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from mmaudit.data.sample import Sample
+from mmaudit.errors import InputError
+
+
+def layout_json(sample: Sample) -> dict | None:
+    if sample.layout is None:
+        return None
+    lay = sample.layout
+    return {
+        "size": lay.size,
+        "cell": lay.cell,
+        "background": lay.background,
+        "texts": [asdict(t) for t in lay.texts],
+        "shapes": lay.shapes,
+        "free_regions": lay.free_regions,
+    }
+
+
+def write_samples(samples: list[Sample], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "images").mkdir(exist_ok=True)
+    path = out / "samples.jsonl"
+    with path.open("w") as f:
+        for s in samples:
+            name = f"images/{s.id}.png"
+            Image.fromarray(s.image).save(out / name)
+            row = {"id": s.id, "image": name, "question": s.question, "answer": s.answer,
+                   "answer_type": s.answer_type, "family": s.family, "layout": layout_json(s), "meta": s.meta}
+            f.write(json.dumps(row) + "\n")
+    return path
+
+
+def read_image(path: Path, sample_id: str) -> np.ndarray:
+    """An RGB uint8 array, or an :class:`InputError` that names the sample."""
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
+    except FileNotFoundError as e:
+        raise InputError(sample_id, "image", f"file not found: {path}") from e
+    except (UnidentifiedImageError, OSError) as e:
+        raise InputError(sample_id, "image", f"not a readable image: {path} ({e})") from e
+
+
+def read_jsonl(path: Path) -> list[Sample]:
+    """Samples from a JSONL of {id?, image, question, answer, answer_type?}; image paths are relative to the file."""
+    samples = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        sid = f"{path.name}:{n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(sid, "line", f"not valid JSON ({e.msg})") from e
+        sid = str(row.get("id", sid))
+        for key in ("image", "question", "answer"):
+            if key not in row:
+                raise InputError(sid, key, "missing")
+        image = read_image(path.parent / row["image"], sid)
+        samples.append(Sample(sid, image, row["question"], str(row["answer"]),
+                              row.get("answer_type", "free text"), row.get("family", "custom")).validate())
+    return samples

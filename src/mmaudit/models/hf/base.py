@@ -1,0 +1,210 @@
+"""What every Hugging Face adapter shares: batching, teacher forcing, hooks, device placement.
+
+A family module subclasses :class:`HFAdapter` and supplies the three things that
+differ between families: torch preprocessing from raw pixels, the prompt text
+with the right number of image tokens, and the model inputs that carry images.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from mmaudit.models.vlm import AnswerScores, PatchGrid, capture_hidden, check_batch, replace_hidden
+
+
+@dataclass
+class Encoded:
+    """A tokenised, left-padded batch plus the family's image inputs."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    image_inputs: dict
+    grids: list[PatchGrid]
+
+
+def module_device(model: nn.Module, module: nn.Module) -> torch.device:
+    """Where ``module`` lives under the model's device map (accelerate hooks included)."""
+    hook = getattr(module, "_hf_hook", None)
+    if hook is not None and getattr(hook, "execution_device", None) is not None:
+        return torch.device(hook.execution_device)
+    for p in module.parameters(recurse=True):
+        return p.device
+    return torch.device("cpu")
+
+
+class HFAdapter:
+    """Base adapter: the protocol written once over a causal VLM from transformers."""
+
+    level = "L2"
+
+    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None) -> None:
+        self.model = model.eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        self.tokenizer = tokenizer
+        self.image_processor = image_processor
+        self.name = name
+        if level is not None:
+            self.level = level
+        # Inputs go where the embedding layer is, per the device map (never "the first parameter").
+        self.device = module_device(model, model.get_input_embeddings())
+        self.vision_device = module_device(model, self.vision_module)
+        self.eos_id = self._eos_id()
+        self._fingerprint: str | None = None
+
+    # ------------------------------------------------------------ family hooks
+    @property
+    def vision_module(self) -> nn.Module:
+        raise NotImplementedError
+
+    @property
+    def decoder_layers(self) -> Sequence[nn.Module]:
+        raise NotImplementedError
+
+    def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
+        """Raw [0, 1] images -> the family's image model inputs, in torch (differentiable)."""
+        raise NotImplementedError
+
+    def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
+        raise NotImplementedError
+
+    def extra_inputs(self, input_ids: torch.Tensor) -> dict:
+        return {}
+
+    def image_features(self, image_inputs: dict) -> torch.Tensor:
+        raise NotImplementedError
+
+    @property
+    def image_token_id(self) -> int:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ shared
+    def _eos_id(self) -> int:
+        eos = self.tokenizer.eos_token_id
+        gen = getattr(self.model, "generation_config", None)
+        if gen is not None and gen.eos_token_id is not None:
+            eos = gen.eos_token_id[0] if isinstance(gen.eos_token_id, list) else gen.eos_token_id
+        return int(eos)
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            cfg = self.model.config.to_dict()
+            h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
+            h.update(str(getattr(self.model.config, "_name_or_path", "")).encode())
+            n = sum(p.numel() for p in self.model.parameters())
+            if n <= 50_000_000:  # small models: hash the weights themselves
+                for k, v in sorted(self.model.state_dict().items()):
+                    h.update(k.encode())
+                    h.update(v.detach().float().cpu().numpy().tobytes())
+            self._fingerprint = h.hexdigest()[:16]
+        return self._fingerprint
+
+    def answer_tokens(self, answer: str) -> list[int]:
+        return list(self.tokenizer(answer, add_special_tokens=False).input_ids) + [self.eos_id]
+
+    def encode(self, images, prompts: list[str], answers: list[str] | None = None) -> Encoded:
+        ims = [im.to(self.vision_device) for im in check_batch(images, prompts)]
+        image_inputs, grids = self.preprocess(ims)
+        seqs = []
+        for i, q in enumerate(prompts):
+            ids = list(self.tokenizer(self.prompt_text(q, image_inputs, i), add_special_tokens=False).input_ids)
+            if answers is not None:
+                ids += self.answer_tokens(answers[i])[:-1]  # the last token is predicted, never fed
+            seqs.append(ids)
+        length = max(len(s) for s in seqs)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
+        input_ids = torch.full((len(seqs), length), pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), length), dtype=torch.long)
+        for i, s in enumerate(seqs):  # left padding: every prompt ends at the same index
+            input_ids[i, length - len(s) :] = torch.tensor(s)
+            mask[i, length - len(s) :] = 1
+        return Encoded(input_ids.to(self.device), mask.to(self.device), image_inputs, grids)
+
+    def _inputs(self, enc: Encoded) -> dict:
+        return {
+            "input_ids": enc.input_ids,
+            "attention_mask": enc.attention_mask,
+            **enc.image_inputs,
+            **self.extra_inputs(enc.input_ids),
+        }
+
+    def generate(self, images, prompts: list[str], max_new_tokens: int = 16) -> list[str]:
+        enc = self.encode(images, prompts)
+        with torch.no_grad():
+            out = self.model.generate(
+                **self._inputs(enc), max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=self.eos_id,
+                pad_token_id=self.tokenizer.pad_token_id or self.eos_id,
+            )
+        new = out[:, enc.input_ids.shape[1] :]
+        texts = []
+        for row in new.tolist():
+            if self.eos_id in row:
+                row = row[: row.index(self.eos_id)]
+            texts.append(self.tokenizer.decode(row, skip_special_tokens=True).strip())
+        return texts
+
+    def score(self, images, prompts: list[str], answers: list[str]) -> AnswerScores:
+        enc = self.encode(images, prompts, answers)
+        logits = self.model(**self._inputs(enc), use_cache=False).logits
+        targets = [self.answer_tokens(a) for a in answers]
+        t_max = max(len(t) for t in targets)
+        length = enc.input_ids.shape[1]
+        out = logits.new_zeros((len(answers), t_max, logits.shape[-1]))
+        tgt = torch.zeros((len(answers), t_max), dtype=torch.long, device=logits.device)
+        mask = torch.zeros((len(answers), t_max), dtype=torch.bool, device=logits.device)
+        for b, t in enumerate(targets):  # answers end at the last position; logits lag by one
+            n = len(t)
+            out[b, :n] = logits[b, length - n : length]
+            tgt[b, :n] = torch.tensor(t, device=logits.device)
+            mask[b, :n] = True
+        return AnswerScores(out, tgt, mask)
+
+    def vision_features(self, images) -> torch.Tensor:
+        ims = [im.to(self.vision_device) for im in check_batch(images, ["-"] * len(images))]
+        image_inputs, _ = self.preprocess(ims)
+        return self.image_features(image_inputs)
+
+    def image_positions(self, images, prompts: list[str]) -> list[torch.Tensor]:
+        enc = self.encode(images, prompts)
+        return [torch.nonzero(row == self.image_token_id).flatten() for row in enc.input_ids]
+
+    def patch_grid(self, image: torch.Tensor) -> PatchGrid:
+        _, grids = self.preprocess([image.to(self.vision_device)])
+        return grids[0]
+
+    def hidden_states(self, images, prompts: list[str]) -> list[torch.Tensor]:
+        enc = self.encode(images, prompts)
+        with capture_hidden(self.decoder_layers) as store, torch.no_grad():
+            self.model(**self._inputs(enc), use_cache=False)
+        return list(store)
+
+    def generate_patched(self, images, prompts, layer: int, values, max_new_tokens: int = 16) -> list[str]:
+        positions = self.image_positions(images, prompts)
+        with replace_hidden(self.decoder_layers[layer], positions, values):
+            return self.generate(images, prompts, max_new_tokens)
+
+    def attentions(self, images, prompts: list[str], layers: Sequence[int] | None = None) -> list[torch.Tensor]:
+        n = len(self.decoder_layers)
+        layers = list(layers) if layers is not None else list(range(n // 2, n))
+        enc = self.encode(images, prompts)
+        previous = self.model.config._attn_implementation
+        self.model.set_attn_implementation("eager")
+        try:
+            with torch.no_grad():
+                out = self.model(**self._inputs(enc), output_attentions=True, use_cache=False)
+        finally:
+            self.model.set_attn_implementation(previous)
+        att = torch.stack([out.attentions[i].float().to(self.device) for i in layers]).mean(0).mean(1)
+        result = []
+        for b in range(len(prompts)):
+            img = torch.nonzero(enc.input_ids[b] == self.image_token_id).flatten()
+            after = torch.arange(int(img.max()) + 1, enc.input_ids.shape[1], device=self.device)
+            result.append(att[b][after][:, img])
+        return result

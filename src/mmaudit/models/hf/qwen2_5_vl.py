@@ -1,0 +1,110 @@
+"""Qwen2.5-VL (and Qwen2-VL, same image path) behind the VLM protocol.
+
+Preprocessing is the family's own, rewritten in torch so gradients reach raw
+pixels: smart-resize to multiples of patch x merge, CLIP normalisation, and
+Qwen's flattening of (temporal x patch x patch) blocks in merge-window order.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from mmaudit.models.hf.base import HFAdapter
+from mmaudit.models.vlm import PatchGrid
+
+DEFAULT_SYSTEM = "You are a helpful assistant."
+
+
+def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """Qwen's target size: multiples of ``factor``, pixel count within bounds, aspect kept."""
+    import math
+
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+class Qwen2_5_VLAdapter(HFAdapter):
+    level = "L2"
+
+    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None) -> None:
+        super().__init__(model, tokenizer, image_processor, name, level)
+        ip = image_processor
+        self.patch = int(ip.patch_size)
+        self.merge = int(ip.merge_size)
+        self.temporal = int(ip.temporal_patch_size)
+        size = ip.size
+        get = size.get if isinstance(size, dict) else lambda k: getattr(size, k, None)
+        self.min_pixels = int(get("shortest_edge") or get("min_pixels") or 56 * 56)
+        self.max_pixels = int(get("longest_edge") or get("max_pixels") or 28 * 28 * 1280)
+        self.mean = torch.tensor(ip.image_mean).view(3, 1, 1)
+        self.std = torch.tensor(ip.image_std).view(3, 1, 1)
+
+    @property
+    def vision_module(self):
+        return self.model.model.visual
+
+    @property
+    def decoder_layers(self):
+        return list(self.model.model.language_model.layers)
+
+    @property
+    def image_token_id(self) -> int:
+        return int(self.model.config.image_token_id)
+
+    def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
+        patches, grids, pgrids = [], [], []
+        p, m, t = self.patch, self.merge, self.temporal
+        for im in images:
+            _, h, w = im.shape
+            rh, rw = smart_resize(h, w, p * m, self.min_pixels, self.max_pixels)
+            x = im
+            if (rh, rw) != (h, w):
+                x = F.interpolate(x[None], size=(rh, rw), mode="bicubic", align_corners=False, antialias=True)[0]
+            x = (x - self.mean.to(x)) / self.std.to(x)
+            gh, gw = rh // p, rw // p
+            x = x.reshape(3, gh // m, m, p, gw // m, m, p).permute(1, 4, 2, 5, 0, 3, 6)
+            x = x[:, :, :, :, :, None].expand(*x.shape[:5], t, p, p)
+            patches.append(x.reshape(gh * gw, 3 * t * p * p))
+            grids.append([1, gh, gw])
+            pgrids.append(PatchGrid(gh // m, gw // m, h, w))
+        grid = torch.tensor(grids, dtype=torch.long, device=images[0].device)
+        dtype = self.vision_module.dtype if hasattr(self.vision_module, "dtype") else torch.float32
+        return {"pixel_values": torch.cat(patches).to(dtype), "image_grid_thw": grid}, pgrids
+
+    def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
+        n = int(image_inputs["image_grid_thw"][index].prod()) // self.merge**2
+        image = "<|vision_start|>" + "<|image_pad|>" * n + "<|vision_end|>"
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}],
+                add_generation_prompt=True,
+                tokenize=False,
+            )
+            return text.replace("<|vision_start|><|image_pad|><|vision_end|>", image, 1)
+        return (
+            f"<|im_start|>system\n{DEFAULT_SYSTEM}<|im_end|>\n"
+            f"<|im_start|>user\n{image}{question}<|im_end|>\n<|im_start|>assistant\n"
+        )
+
+    def extra_inputs(self, input_ids: torch.Tensor) -> dict:
+        # Qwen's 3D rope needs to know which tokens are image tokens (1) vs text (0).
+        return {"mm_token_type_ids": (input_ids == self.image_token_id).int()}
+
+    def image_features(self, image_inputs: dict) -> torch.Tensor:
+        out = self.vision_module(image_inputs["pixel_values"], grid_thw=image_inputs["image_grid_thw"])
+        merged = out.pooler_output if hasattr(out, "pooler_output") else out
+        sizes = (image_inputs["image_grid_thw"].prod(-1) // self.merge**2).tolist()
+        parts = torch.split(merged, sizes)
+        if len(set(sizes)) == 1:
+            return torch.stack(parts)
+        return torch.nn.utils.rnn.pad_sequence(list(parts), batch_first=True)

@@ -1,0 +1,21 @@
+import pytest
+import torch
+
+torch.set_num_threads(2)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen():
+    pytest.importorskip("transformers")
+    from mmaudit.models.hf.qwen2_5_vl import Qwen2_5_VLAdapter
+    from mmaudit.models.hf.tiny import tiny_qwen2_5_vl
+
+    model, tok, ip = tiny_qwen2_5_vl(seed=0)
+    return Qwen2_5_VLAdapter(model, tok, ip, name="tiny-qwen2.5-vl", level="L2")
+
+
+@pytest.fixture(scope="session")
+def zoo():
+    from mmaudit.models.zoo.adapter import load_zoo
+
+    return {level: load_zoo(level) for level in ("L1", "L2", "L3")}

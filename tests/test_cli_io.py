@@ -1,0 +1,35 @@
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from mmaudit.cli import app
+from mmaudit.data.io import read_jsonl, write_samples
+from mmaudit.data.synthetic import synthetic_set
+from mmaudit.errors import InputError
+
+
+def test_zoo_eval_json():
+    res = CliRunner().invoke(app, ["zoo", "eval", "--json", "--n", "5", "--level", "L1"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert set(out) == {"L1"} and {"charts", "documents", "scenes", "reading", "overall"} <= set(out["L1"])
+
+
+def test_samples_roundtrip_and_bad_rows(tmp_path):
+    samples = synthetic_set(2, seed=0)
+    path = write_samples(samples, tmp_path)
+    back = read_jsonl(path)
+    assert [s.question for s in back] == [s.question for s in samples]
+    assert all((a.image == b.image).all() for a, b in zip(back, samples))
+    (tmp_path / "junk.png").write_text("not a png")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "q7", "image": "junk.png", "question": "a ?", "answer": "1"}) + "\n")
+    with pytest.raises(InputError, match="'q7'.*'image'.*not a readable image"):
+        read_jsonl(bad)
+    bad.write_text(json.dumps({"id": "q8", "image": "images/x.png", "question": "", "answer": "1"}) + "\n")
+    with pytest.raises(InputError, match="'q8'.*'image'.*not found"):
+        read_jsonl(bad)
+    bad.write_text(json.dumps({"id": "q9", "image": path.parent.joinpath("images").iterdir().__next__().name}))
+    with pytest.raises(InputError, match="'q9'.*'question'.*missing"):
+        read_jsonl(bad)
