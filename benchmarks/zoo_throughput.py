@@ -38,10 +38,10 @@ def main() -> None:
         vlm = load_zoo(level)
         row = [level]
         for b in (1, 32):
-            t = timed(lambda b=b: vlm.generate(images[:b], prompts[:b]), 10 if b == 1 else 3)
+            t = timed(lambda b=b, vlm=vlm: vlm.generate(images[:b], prompts[:b]), 10 if b == 1 else 3)
             row.append(f"{b / t:9.1f}")
 
-        def fwd_bwd(b):
+        def fwd_bwd(b, vlm=vlm):
             x = images[:b].clone().requires_grad_(True)
             loss = vlm.score(x, prompts[:b], answers[:b]).sequence_logprob().sum()
             torch.autograd.grad(loss, x)

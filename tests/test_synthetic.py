@@ -27,7 +27,7 @@ def test_family_samples_are_valid_and_described(family):
             r, c0 = t.box[1] // CELL, t.box[0] // CELL
             assert [CLASS_INDEX[ch] for ch in t.text] == list(s.layout.cell_class[r, c0 : c0 + len(t.text)])
             assert t.font and t.size > 0 and len(t.color) == 3
-        for x0, y0, x1, y1 in s.layout.free_regions:  # free regions really are empty
+        for x0, y0, x1, _y1 in s.layout.free_regions:  # free regions really are empty
             assert (s.layout.cell_class[y0 // CELL, x0 // CELL : x1 // CELL] == 0).all()
 
 

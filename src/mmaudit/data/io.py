@@ -52,22 +52,37 @@ def read_image(path: Path, sample_id: str) -> np.ndarray:
         raise InputError(sample_id, "image", f"not a readable image: {path} ({e})") from e
 
 
-def read_jsonl(path: Path) -> list[Sample]:
-    """Samples from a JSONL of {id?, image, question, answer, answer_type?}; image paths are relative to the file."""
-    samples = []
+def iter_jsonl(path: Path):
+    """Yield a :class:`Sample` or an :class:`InputError` per row of a JSONL of {id?, image, question, answer}.
+
+    Image paths are relative to the file. Errors are yielded, not raised, so a
+    run can count a bad row and carry on.
+    """
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
         sid = f"{path.name}:{n}"
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(sid, "line", f"not valid JSON ({e.msg})") from e
-        sid = str(row.get("id", sid))
-        for key in ("image", "question", "answer"):
-            if key not in row:
-                raise InputError(sid, key, "missing")
-        image = read_image(path.parent / row["image"], sid)
-        samples.append(Sample(sid, image, row["question"], str(row["answer"]),
-                              row.get("answer_type", "free text"), row.get("family", "custom")).validate())
-    return samples
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(sid, "line", f"not valid JSON ({e.msg})") from e
+            sid = str(row.get("id", sid))
+            for key in ("image", "question", "answer"):
+                if key not in row:
+                    raise InputError(sid, key, "missing")
+            image = read_image(path.parent / row["image"], sid)
+            yield Sample(sid, image, row["question"], str(row["answer"]), row.get("answer_type", "free text"),
+                         row.get("family", "custom")).validate()
+        except InputError as e:
+            yield e
+
+
+def read_jsonl(path: Path) -> list[Sample]:
+    """All samples of a JSONL; the first bad row raises its :class:`InputError`."""
+    out = []
+    for item in iter_jsonl(path):
+        if isinstance(item, InputError):
+            raise item
+        out.append(item)
+    return out

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from mmaudit.data.render import BANNER_COLOURS, GRID, SHAPE_COLOURS, SHAPES, TEXT_COLOURS, Canvas, free_rows
+from mmaudit.data.render import BANNER_COLOURS, GRID, SHAPE_COLOURS, SHAPES, TEXT_COLOURS, Canvas
 from mmaudit.data.sample import Sample
 
 FAMILIES = ("charts", "documents", "scenes")

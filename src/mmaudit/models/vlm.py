@@ -88,7 +88,9 @@ class VLM(Protocol):
     @property
     def decoder_layers(self) -> Sequence[nn.Module]: ...
 
-    def generate(self, images: torch.Tensor | list[torch.Tensor], prompts: list[str], max_new_tokens: int = 16) -> list[str]:
+    def generate(
+        self, images: torch.Tensor | list[torch.Tensor], prompts: list[str], max_new_tokens: int = 16
+    ) -> list[str]:
         """Greedy answers, batched."""
         ...
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -150,16 +151,22 @@ def save_zoo(model: ZooVLM, directory: Path, card: dict) -> Path:
     return directory / f"{level}.safetensors"
 
 
-def model_card(level: str, weights_dir: Path | None = None) -> dict:
-    base = Path(weights_dir) if weights_dir else Path(str(WEIGHTS))
+def weights_dir(override: Path | None = None) -> Path:
+    """The shipped weights, unless ``override`` or $MMAUDIT_ZOO_WEIGHTS names another folder."""
+    env = os.environ.get("MMAUDIT_ZOO_WEIGHTS")
+    return Path(override) if override else Path(env) if env else Path(str(WEIGHTS))
+
+
+def model_card(level: str, weights: Path | None = None) -> dict:
+    base = weights_dir(weights)
     return json.loads((base / f"{level}.json").read_text())
 
 
-def load_zoo(level: str = "L2", device: str | torch.device = "cpu", weights_dir: Path | None = None) -> ZooAdapter:
+def load_zoo(level: str = "L2", device: str | torch.device = "cpu", weights: Path | None = None) -> ZooAdapter:
     """Build a shipped zoo model offline from its safetensors and model card."""
     if level not in LEVELS:
         raise ValueError(f"unknown zoo level {level!r}; choose from {LEVELS}")
-    base = Path(weights_dir) if weights_dir else Path(str(WEIGHTS))
+    base = weights_dir(weights)
     path = base / f"{level}.safetensors"
     if not path.exists():
         raise FileNotFoundError(f"no weights for zoo level {level} at {path}; run `mmaudit zoo train --level {level}`")

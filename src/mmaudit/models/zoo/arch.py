@@ -41,6 +41,7 @@ class ZooConfig:
     n_owners: int = len(OWNERS)
     n_orders: int = MAX_ORDER + 1
     grid: int = GRID
+    emb_std: float = 0.1  # linears keep PyTorch's fan-in init; 0.02 (GPT-2's) starved d=128 of signal
     class_tokens: list[list[int]] = field(default_factory=list)
     owner_tokens: list[list[int]] = field(default_factory=list)
 
@@ -155,7 +156,8 @@ class ZooVLM(nn.Module):
         cols = torch.arange(n_vis) % cfg.grid
         self.register_buffer("vis_rows", rows, persistent=False)
         self.register_buffer("vis_cols", cols, persistent=False)
-        self.apply(self._init)
+        for emb in (self.tok_emb, self.vis_row, self.vis_col, self.txt_pos):
+            nn.init.normal_(emb.weight, std=cfg.emb_std)
         nn.init.eye_(self.owner_proj.weight)
 
     @staticmethod
@@ -165,13 +167,6 @@ class ZooVLM(nn.Module):
             for t in toks:
                 m[c, t] = 1.0
         return m
-
-    @staticmethod
-    def _init(m: nn.Module) -> None:
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=0.02)
-            if isinstance(m, nn.Linear) and m.bias is not None:
-                nn.init.zeros_(m.bias)
 
     @property
     def n_visual(self) -> int:

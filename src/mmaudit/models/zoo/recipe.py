@@ -44,7 +44,7 @@ def run_recipe(recipe: Recipe, out_dir: Path, workdir: Path, n_test: int = 200, 
         "recipe": asdict(recipe),
         "accuracy": acc,
         "train_seconds": round(seconds, 1),
-        "trained_on": f"{platform.processor() or platform.machine()}, {recipe.threads} threads, torch {torch.__version__}",
+        "trained_on": f"{platform.machine()} CPU, {recipe.threads} threads, torch {torch.__version__}",
     }
     save_zoo(model, out_dir, card)
     log(f"{recipe.level}: accuracy {acc} in {seconds / 60:.1f} min -> {out_dir}")

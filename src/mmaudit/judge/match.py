@@ -1,0 +1,112 @@
+"""The answer judge J of FusionAudit.
+
+The paper leaves J unstated; mmaudit uses each source dataset's own metric,
+binarised, which is what a reader of ChartQA, DocVQA and MME results expects:
+
+* ``relaxed``: ChartQA's relaxed accuracy: numbers within 5% of the reference
+  (relative), anything else by normalised exact match; four-digit years
+  (1000-2100) are compared exactly, since 5% of a year is a century;
+* ``anls``: DocVQA's ANLS with threshold 0.5: correct iff the normalised
+  Levenshtein distance to some reference is below 0.5;
+* ``yesno``: MME: the first word of the answer, yes or no;
+* ``exact``: normalised exact match (lower case, collapsed spaces, no final
+  punctuation).
+
+:class:`Judge` picks a rule per dataset and falls back on the answer type.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+RULES = ("exact", "relaxed", "anls", "yesno")
+_NUM = re.compile(r"^[-+]?\$?(\d+(?:[.,]\d+)*)(%?)$")
+
+
+def normalise(text: str) -> str:
+    text = " ".join(str(text).strip().lower().split())
+    return text.rstrip(".!?").strip()
+
+
+def exact_match(pred: str, ref: str) -> bool:
+    return normalise(pred) == normalise(ref)
+
+
+def parse_number(text: str) -> float | None:
+    m = _NUM.match(normalise(text).replace(" ", ""))
+    if not m:
+        return None
+    try:
+        return float(m.group(1).replace(",", ""))
+    except ValueError:
+        return None
+
+
+def relaxed_match(pred: str, ref: str, tolerance: float = 0.05) -> bool:
+    p, r = parse_number(pred), parse_number(ref)
+    if r is not None and r.is_integer() and 1000 <= r <= 2100 and len(normalise(ref)) == 4:
+        return p == r  # a year
+    if p is not None and r is not None:
+        if r == 0:
+            return p == 0
+        return abs(p - r) / abs(r) <= tolerance
+    return exact_match(pred, ref)
+
+
+def levenshtein(a: str, b: str) -> int:
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def anls(pred: str, refs: str | list[str], threshold: float = 0.5) -> float:
+    """ANLS score of one prediction (max over references), 0 where distance >= threshold."""
+    refs = [refs] if isinstance(refs, str) else refs
+    best = 0.0
+    p = normalise(pred)
+    for ref in refs:
+        r = normalise(ref)
+        nl = levenshtein(p, r) / max(len(p), len(r), 1)
+        best = max(best, 1.0 - nl if nl < threshold else 0.0)
+    return best
+
+
+def yes_no_match(pred: str, ref: str) -> bool:
+    words = re.findall(r"[a-z]+", normalise(pred))
+    return bool(words) and words[0] == normalise(ref)
+
+
+@dataclass
+class Judge:
+    """J: is ``pred`` a correct answer to a question whose reference is ``ref``?"""
+
+    by_dataset: dict[str, str] = field(
+        default_factory=lambda: {"charts": "relaxed", "chartqa": "relaxed", "documents": "anls", "docvqa": "anls",
+                                 "scenes": "exact", "mme": "yesno", "reading": "exact"}
+    )
+    by_type: dict[str, str] = field(default_factory=lambda: {"yes/no": "yesno"})
+    default: str = "exact"
+    relaxed_tolerance: float = 0.05
+    anls_threshold: float = 0.5
+
+    def rule(self, dataset: str, answer_type: str) -> str:
+        if answer_type in self.by_type:
+            return self.by_type[answer_type]
+        return self.by_dataset.get(dataset, self.default)
+
+    def __call__(self, pred: str, ref: str, dataset: str = "", answer_type: str = "free text") -> bool:
+        rule = self.rule(dataset, answer_type)
+        if rule == "relaxed":
+            return relaxed_match(pred, ref, self.relaxed_tolerance)
+        if rule == "anls":
+            return anls(pred, ref, self.anls_threshold) > 0.0
+        if rule == "yesno":
+            return yes_no_match(pred, ref)
+        if rule == "exact":
+            return exact_match(pred, ref)
+        raise ValueError(f"unknown judge rule {rule!r}; choose from {RULES}")

@@ -1,0 +1,157 @@
+"""L-infinity PGD in raw pixel space, written once over the VLM protocol.
+
+A subclass defines only ``prepare`` (what is fixed before optimising) and
+``objective`` (a per-sample loss to maximise). The base class owns the rest:
+random start, signed steps, projection, per-sample early stopping, the
+downscaled-noise memory fallback and 8-bit quantisation.
+
+Flips are decided on the *quantised* image (what a PNG holds): the result's
+``adv_uint8`` is exactly what gets saved, so a reloaded image reproduces the
+flip bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from mmaudit.data.sample import Sample
+from mmaudit.judge.match import Judge
+from mmaudit.models.vlm import VLM
+
+
+@dataclass
+class AttackResult:
+    """Per sample: the attacked image, whether it flipped, and what it cost."""
+
+    adv_uint8: list[np.ndarray]
+    answers: list[str]
+    flipped: list[bool]
+    steps: list[int]
+    passes: list[int]
+    linf: list[float]
+
+
+@dataclass
+class PixelAttack:
+    """Base of Vis-PGD, End-PGD and MANTIS; ``atk(vlm, samples)`` runs it on a batch."""
+
+    name: ClassVar[str] = "pixel"
+    eps: float = 8 / 255
+    steps: int = 40
+    alpha: float | None = None  # step size; default eps / 8 (1/255 at eps = 8/255)
+    random_start: bool = True
+    seed: int = 0
+    early_stop: bool = True
+    check_every: int = 1  # early-stop checks are nearly free (teacher-forced proxy first)
+    downscale: int | None = None  # memory fallback: optimise at this side length, upsample the noise
+    max_new_tokens: int = 16
+    judge: Judge = field(default_factory=Judge)
+
+    def params(self) -> dict:
+        """What identifies this attack's results in the store."""
+        return {"name": self.name, "eps": self.eps, "steps": self.steps, "alpha": self.step_size,
+                "random_start": self.random_start, "seed": self.seed, "early_stop": self.early_stop,
+                "downscale": self.downscale}
+
+    @property
+    def step_size(self) -> float:
+        return self.alpha if self.alpha is not None else self.eps / 8
+
+    # -------------------------------------------------------------- subclass API
+    def prepare(self, vlm: VLM, x: torch.Tensor, samples: list[Sample]) -> dict:
+        return {}
+
+    def objective(self, vlm: VLM, x_adv: torch.Tensor, samples: list[Sample], ctx: dict):
+        """(loss to maximise per sample, optional bool 'answer already deviates' proxy per sample)."""
+        raise NotImplementedError
+
+    # -------------------------------------------------------------- machinery
+    def _start(self, samples: list[Sample], shape: tuple[int, ...]) -> torch.Tensor:
+        if not self.random_start or self.eps == 0:
+            return torch.zeros(shape)
+        noise = []
+        for s in samples:  # per-sample seed: a result never depends on its batch-mates
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + zlib.crc32(s.id.encode()))
+            noise.append((torch.rand(shape[1:], generator=g) * 2 - 1) * self.eps)
+        return torch.stack(noise)
+
+    def quantise(self, x_u8: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        """Integer perturbation within the eps-ball and [0, 255]: what a PNG can hold."""
+        bound = math.floor(self.eps * 255 + 1e-6)
+        d = torch.round(delta * 255).clamp(-bound, bound)
+        return (x_u8 + d).clamp(0, 255)
+
+    def _full_delta(self, delta: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        if delta.shape[-2:] == size:
+            return delta
+        return F.interpolate(delta, size=size, mode="bilinear", align_corners=False)
+
+    def __call__(self, vlm: VLM, samples: list[Sample]) -> AttackResult:
+        x_u8 = torch.from_numpy(np.stack([s.image for s in samples])).permute(0, 3, 1, 2).float()
+        x = x_u8 / 255
+        size = tuple(x.shape[-2:])
+        x_opt = x
+        if self.downscale and max(size) > self.downscale:
+            scale = self.downscale / max(size)
+            small = (max(1, round(size[0] * scale)), max(1, round(size[1] * scale)))
+            x_opt = F.interpolate(x, size=small, mode="bilinear", align_corners=False, antialias=True)
+        ctx = self.prepare(vlm, x_opt, samples)
+        delta = self._start(samples, tuple(x_opt.shape))
+        delta = (x_opt + delta).clamp(0, 1) - x_opt
+        n = len(samples)
+        active = torch.ones(n, dtype=torch.bool)
+        steps = [0] * n
+        passes = [0] * n
+        answers: list[str | None] = [None] * n
+        flipped = [False] * n
+
+        def confirm(idx: list[int]) -> None:
+            """Generate on the quantised full-size image; a flip is only what J says."""
+            if not idx:
+                return
+            xq = self.quantise(x_u8[idx], self._full_delta(delta[idx], size)) / 255
+            outs = vlm.generate(xq, [samples[i].question for i in idx], self.max_new_tokens)
+            for i, out in zip(idx, outs):
+                passes[i] += 1
+                answers[i] = out
+                s = samples[i]
+                flipped[i] = not self.judge(out, s.answer, s.family, s.answer_type)
+                if flipped[i] and self.early_stop:
+                    active[i] = False
+
+        for step in range(self.steps if self.eps > 0 else 0):
+            idx = torch.nonzero(active).flatten().tolist()
+            if not idx:
+                break
+            d = delta[idx].clone().requires_grad_(True)
+            sub = [samples[i] for i in idx]
+            sub_ctx = {k: (v[idx] if isinstance(v, torch.Tensor) else [v[i] for i in idx]) for k, v in ctx.items()}
+            loss, deviates = self.objective(vlm, (x_opt[idx] + d).clamp(0, 1), sub, sub_ctx)
+            (grad,) = torch.autograd.grad(loss.sum(), d)
+            with torch.no_grad():
+                d = d + self.step_size * grad.sign()
+                d = d.clamp(-self.eps, self.eps)
+                d = (x_opt[idx] + d).clamp(0, 1) - x_opt[idx]
+                delta[idx] = d
+            for i in idx:
+                steps[i] += 1
+                passes[i] += 1
+            if self.early_stop and ((step + 1) % self.check_every == 0):
+                # The teacher-forced pass already tells which answers deviate; only those are
+                # confirmed by generation (a pass that says "still correct" costs nothing).
+                cand = idx if deviates is None else [i for i, dv in zip(idx, deviates.tolist()) if dv]
+                if cand:
+                    confirm(cand)
+        # Final answer on the image that will be saved (stopped samples were just confirmed).
+        confirm([i for i in range(n) if active[i] or answers[i] is None])
+        xq = self.quantise(x_u8, self._full_delta(delta, size))
+        adv = [xq[i].permute(1, 2, 0).to(torch.uint8).numpy() for i in range(n)]
+        linf = [float((xq[i] - x_u8[i]).abs().max()) / 255 for i in range(n)]
+        return AttackResult(adv, [a or "" for a in answers], flipped, steps, passes, linf)

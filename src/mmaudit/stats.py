@@ -1,0 +1,118 @@
+"""Risk accounting of FusionAudit, computed from per-sample flags only (never re-running models).
+
+Definitions (paper, "Pathway-conditioned risk" and "Experimental Setup"):
+
+* C: a model's clean-correct set; every rate below has |C| as denominator;
+* S_a: the samples of C that attack a flips (an error or a missing result is
+  not a flip, it is counted apart);
+* ASR_a = |S_a| / |C|; R0 = |union of baseline S_a| / |C|; R+ = |union of all S_a| / |C|;
+* delta_e = |S_e minus the union of e's baselines| / |C| for an enhanced attack e;
+* level means are unweighted means over the models of a level;
+* CIs: percentile bootstrap resampling *questions* with replacement, the set of
+  models fixed (a question drawn twice counts twice in every model's C).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+
+@dataclass
+class ModelFlags:
+    """Per question (aligned with ``questions``): clean-correct, and flipped per attack."""
+
+    model: str
+    level: str
+    questions: list[str]
+    correct: np.ndarray  # (Q,) bool
+    flipped: dict[str, np.ndarray]  # attack -> (Q,) bool, False outside C
+
+    def __post_init__(self) -> None:
+        for a, f in self.flipped.items():
+            self.flipped[a] = np.asarray(f, bool) & np.asarray(self.correct, bool)
+
+
+def union(flags: ModelFlags, attacks) -> np.ndarray:
+    out = np.zeros(len(flags.questions), bool)
+    for a in attacks:
+        if a in flags.flipped:
+            out |= flags.flipped[a]
+    return out
+
+
+def rate(numer: np.ndarray, correct: np.ndarray, weights: np.ndarray | None = None) -> float:
+    w = np.ones(len(correct)) if weights is None else weights
+    denom = float((w * correct).sum())
+    return float((w * numer).sum()) / denom if denom else float("nan")
+
+
+def model_summary(flags: ModelFlags, baselines, enhanced: dict[str, tuple[str, ...]]) -> dict:
+    c = flags.correct.astype(bool)
+    out = {
+        "model": flags.model,
+        "level": flags.level,
+        "n": len(c),
+        "clean_acc": float(c.mean()) if len(c) else float("nan"),
+        "n_correct": int(c.sum()),
+        "asr": {a: rate(f, c) for a, f in flags.flipped.items()},
+        "r0": rate(union(flags, baselines), c),
+        "r_plus": rate(union(flags, flags.flipped), c),
+        "delta": {e: rate(flags.flipped[e] & ~union(flags, base), c)
+                  for e, base in enhanced.items() if e in flags.flipped},
+    }
+    return out
+
+
+def _metric_matrix(models: list[ModelFlags], metric) -> tuple[np.ndarray, np.ndarray]:
+    """(numerator indicators, clean-correct indicators), each (M, Q)."""
+    num = np.stack([metric(m) for m in models]).astype(float)
+    cor = np.stack([m.correct for m in models]).astype(float)
+    return num, cor
+
+
+def bootstrap_level_ci(
+    models: list[ModelFlags], metric, n_boot: int = 10_000, seed: int = 0, alpha: float = 0.05
+) -> tuple[float, float, float]:
+    """Point estimate and percentile CI of the unweighted mean of ``metric`` over ``models``.
+
+    ``metric(model) -> (Q,) bool`` numerator indicator; questions are resampled
+    jointly for all models (they must share the question list).
+    """
+    q = models[0].questions
+    if any(m.questions != q for m in models):
+        raise ValueError("bootstrap needs every model of a level scored on the same questions")
+    num, cor = _metric_matrix(models, metric)
+    point = float(np.nanmean([rate(n.astype(bool), c.astype(bool)) for n, c in zip(num, cor)]))
+    rng = np.random.default_rng(seed)
+    n_q = len(q)
+    reps = np.empty(n_boot)
+    chunk = 1000
+    for start in range(0, n_boot, chunk):
+        b = min(chunk, n_boot - start)
+        idx = rng.integers(0, n_q, size=(b, n_q))
+        w = np.stack([np.bincount(row, minlength=n_q) for row in idx]).astype(float)  # (b, Q) multiplicities
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_model = (w @ num.T) / (w @ cor.T)  # (b, M)
+        with warnings.catch_warnings():  # a replicate with no clean-correct question is nan, then dropped
+            warnings.simplefilter("ignore", RuntimeWarning)
+            reps[start : start + b] = np.nanmean(per_model, axis=1)
+    lo, hi = np.nanpercentile(reps, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return point, float(lo), float(hi)
+
+
+def rank_agreement(proxy: dict[str, float], target: dict[str, float], moved_by: int = 3) -> dict:
+    """Spearman rho, Kendall tau-b and how many models move >= ``moved_by`` places (higher = riskier)."""
+    names = sorted(proxy)
+    a = np.array([proxy[n] for n in names])
+    b = np.array([target[n] for n in names])
+    rank_a = sps.rankdata(-a, method="min")
+    rank_b = sps.rankdata(-b, method="min")
+    rho = sps.spearmanr(a, b).statistic if len(names) > 1 else float("nan")
+    tau = sps.kendalltau(a, b, variant="b").statistic if len(names) > 1 else float("nan")
+    moved = [n for n, ra, rb in zip(names, rank_a, rank_b) if abs(ra - rb) >= moved_by]
+    return {"spearman_rho": float(rho), "kendall_tau_b": float(tau), "n_moved": len(moved), "moved": moved,
+            "n_models": len(names)}
