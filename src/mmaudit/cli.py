@@ -18,6 +18,8 @@ zoo_app = typer.Typer(no_args_is_help=True, help="The embedded zoo of tiny VLMs 
 data_app = typer.Typer(no_args_is_help=True, help="Synthetic visual QA.")
 app.add_typer(zoo_app, name="zoo")
 app.add_typer(data_app, name="data")
+bench_app = typer.Typer(no_args_is_help=True, help="QIMG-7 + SATR: polluted multimodal RAG.")
+app.add_typer(bench_app, name="bench")
 console = Console(width=None if sys.stdout.isatty() else 150)
 LEVELS = ["L1", "L2", "L3"]
 
@@ -205,6 +207,28 @@ def print_audit_table(summary: dict) -> None:
     console.print(table)
     if summary["errors"]:
         console.print(f"[yellow]{len(summary['errors'])} samples could not be audited; see report.md[/yellow]")
+
+
+@bench_app.command("score")
+def bench_score(
+    judged: Path = typer.Option(..., help="Release root that holds evaluation/judged/<stack>/<dataset>/."),
+    stack: str = typer.Option(None, help="Which stack, when there are several."),
+    as_json: bool = typer.Option(False, "--json", help="Print the main table as JSON."),
+) -> None:
+    """Main table (TC, TP, Drop, Balanced; macro over datasets) from judged files."""
+    from mmaudit.rag.score import main_table
+
+    rows = main_table(judged, stack)
+    if as_json:
+        print(json.dumps([{k: r[k] for k in ("method", "tc", "tp", "drop", "balanced")} for r in rows], indent=2))
+        return
+    table = Table(title=f"QIMG-7 main table ({judged})")
+    for h in ("method", "TC", "TP", "Drop", "Balanced", "datasets"):
+        table.add_column(h, justify="left" if h in ("method", "datasets") else "right")
+    for r in rows:
+        table.add_row(r["method"], *[f"{100 * r[k]:.1f}" for k in ("tc", "tp", "drop", "balanced")],
+                      ", ".join(r["datasets"]))
+    console.print(table)
 
 
 @app.command()

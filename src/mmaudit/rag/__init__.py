@@ -1,0 +1,1 @@
+"""QIMG-7 + SATR: polluted multimodal-RAG evaluation (scoring of released judged files so far)."""

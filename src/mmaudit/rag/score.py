@@ -1,0 +1,101 @@
+"""Aggregate judged QIMG-7 answers as the paper does: TC, TP, Drop, Balanced.
+
+Per question, the 8 image states of each text condition are averaged (TC_* and
+TP_* regimes); questions are averaged within a dataset; datasets are averaged
+without weights. On complete data this equals the release's order (regime
+means first), since every question then has one row per regime.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from mmaudit.errors import InputError
+
+LABEL_SCORES = {"supported": 1.0, "partially_supported": 0.5, "uncertain": 0.25, "unsupported": 0.0}
+
+
+def judged_files(root: Path, stack: str | None = None) -> dict[str, list[Path]]:
+    """``root/evaluation/judged/<stack>/<dataset>/*.judged*.jsonl`` grouped by dataset."""
+    base = root / "evaluation" / "judged"
+    if not base.is_dir():
+        raise InputError(str(root), "judged", f"no folder {base}")
+    stacks = sorted(p.name for p in base.iterdir() if p.is_dir())
+    if stack is None:
+        if len(stacks) != 1:
+            raise InputError(str(root), "stack", f"choose one of {stacks} with --stack")
+        stack = stacks[0]
+    if stack not in stacks:
+        raise InputError(str(root), "stack", f"{stack!r} not found; stacks: {stacks}")
+    out: dict[str, list[Path]] = {}
+    for d in sorted((base / stack).iterdir()):
+        files = sorted(d.glob("*.judged*.jsonl"))
+        if d.is_dir() and files:
+            out[d.name] = files
+    return out
+
+
+def row_score(row: dict, where: str) -> float:
+    if isinstance(row.get("score"), (int, float)):
+        return float(row["score"])
+    if row.get("label") in LABEL_SCORES:
+        return LABEL_SCORES[row["label"]]
+    raise InputError(where, "score", f"neither a numeric score nor a known label: {row.get('label')!r}")
+
+
+def load_rows(files: list[Path]) -> dict[str, list[dict]]:
+    """Rows per method (the files' ``baseline`` value)."""
+    by_method: dict[str, list[dict]] = defaultdict(list)
+    for f in files:
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            where = f"{f.name}:{n}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(where, "line", f"not valid JSON ({e.msg})") from e
+            for key in ("qid", "regime", "baseline"):
+                if key not in row:
+                    raise InputError(where, key, "missing")
+            row["_score"] = row_score(row, where)
+            by_method[row["baseline"]].append(row)
+    return by_method
+
+
+def question_means(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """Per question: mean score over its TC_* rows and over its TP_* rows."""
+    acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"TC": [], "TP": []})
+    for r in rows:
+        cond = str(r["regime"])[:2]
+        if cond in ("TC", "TP"):
+            acc[str(r["qid"])][cond].append(r["_score"])
+    return {q: {c: float(np.mean(v)) if v else float("nan") for c, v in d.items()} for q, d in acc.items()}
+
+
+def dataset_scores(rows: list[dict]) -> dict[str, float]:
+    qm = question_means(rows)
+    tc = float(np.nanmean([m["TC"] for m in qm.values()]))
+    tp = float(np.nanmean([m["TP"] for m in qm.values()]))
+    return {"tc": tc, "tp": tp, "drop": tc - tp, "balanced": (tc + tp) / 2, "n_questions": len(qm)}
+
+
+def main_table(root: Path, stack: str | None = None) -> list[dict]:
+    """One row per method: TC, TP, Drop, Balanced, macro-averaged over the datasets found."""
+    per: dict[str, dict[str, dict]] = defaultdict(dict)
+    for dataset, files in judged_files(root, stack).items():
+        for method, rows in load_rows(files).items():
+            per[method][dataset] = dataset_scores(rows)
+    table = []
+    for method in sorted(per):
+        ds = per[method]
+        row = {"method": method}
+        for k in ("tc", "tp", "drop", "balanced"):
+            row[k] = float(np.mean([d[k] for d in ds.values()]))
+        row["datasets"] = sorted(ds)
+        table.append(row)
+    return table
