@@ -31,7 +31,8 @@ def model_flags(store: RunStore, attack_params: dict[str, dict] | None = None) -
         questions = sorted(rows)
         first = rows[questions[0]]
         correct = np.array([rows[q]["correct"] for q in questions])
-        flipped = {a: np.array([d.get(q, False) for q in questions]) for a, d in flips[fp].items()}
+        names = list(attack_params) if attack_params else list(flips[fp])  # asked-for attacks show even if C is empty
+        flipped = {a: np.array([flips[fp][a].get(q, False) for q in questions]) for a in names}
         out.append(ModelFlags(first["model"], first["level"], questions, correct, flipped))
     return sorted(out, key=lambda m: (m.level, m.model))
 

@@ -85,6 +85,13 @@ def bootstrap_level_ci(
     q = models[0].questions
     if any(m.questions != q for m in models):
         raise ValueError("bootstrap needs every model of a level scored on the same questions")
+    with warnings.catch_warnings():  # an empty C gives nan (reported as n/a), not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _bootstrap(models, metric, n_boot, seed, alpha)
+
+
+def _bootstrap(models, metric, n_boot, seed, alpha):
+    q = models[0].questions
     num, cor = _metric_matrix(models, metric)
     point = float(np.nanmean([rate(n.astype(bool), c.astype(bool)) for n, c in zip(num, cor)]))
     rng = np.random.default_rng(seed)
@@ -97,9 +104,7 @@ def bootstrap_level_ci(
         w = np.stack([np.bincount(row, minlength=n_q) for row in idx]).astype(float)  # (b, Q) multiplicities
         with np.errstate(invalid="ignore", divide="ignore"):
             per_model = (w @ num.T) / (w @ cor.T)  # (b, M)
-        with warnings.catch_warnings():  # a replicate with no clean-correct question is nan, then dropped
-            warnings.simplefilter("ignore", RuntimeWarning)
-            reps[start : start + b] = np.nanmean(per_model, axis=1)
+        reps[start : start + b] = np.nanmean(per_model, axis=1)  # a replicate with empty C is nan, dropped
     lo, hi = np.nanpercentile(reps, [100 * alpha / 2, 100 * (1 - alpha / 2)])
     return point, float(lo), float(hi)
 
