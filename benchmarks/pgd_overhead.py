@@ -15,11 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from mmaudit.audit import AuditConfig, run_audit
 from mmaudit.data.synthetic import FAMILIES, synthetic_set
+from mmaudit.models.vlm import pixels
 from mmaudit.models.zoo.adapter import load_zoo
 from mmaudit.pathways.pixel import MANTIS, EndPGD
 from mmaudit.report import summarise
@@ -35,7 +35,7 @@ def timed(fn, repeat: int = 5) -> float:
 
 def step_overhead(vlm, samples) -> None:
     print("(a) PGD step vs bare forward+backward, batch", len(samples))
-    x = torch.from_numpy(np.stack([s.image for s in samples])).permute(0, 3, 1, 2).float() / 255
+    x = pixels([s.image for s in samples])
     prompts, answers = [s.question for s in samples], [s.answer for s in samples]
 
     def bare():

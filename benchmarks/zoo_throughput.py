@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
 import torch
 
 from mmaudit.data.synthetic import synthetic_set
+from mmaudit.models.vlm import pixels
 from mmaudit.models.zoo.adapter import load_zoo
 
 
@@ -29,7 +29,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     samples = synthetic_set(8, seed=1)[:32]
-    images = torch.from_numpy(np.stack([s.image for s in samples])).permute(0, 3, 1, 2).float() / 255
+    images = pixels([s.image for s in samples])
     prompts = [s.question for s in samples]
     answers = [s.answer for s in samples]
     print(f"torch {torch.__version__}, {args.threads} threads")

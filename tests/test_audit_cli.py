@@ -47,7 +47,7 @@ def test_bad_rows_are_recorded_and_counted(tmp_path):
     assert again["models"] == summary["models"]
 
 
-@pytest.mark.parametrize("bad", ["--eps", "--steps"])
-def test_help_lists_options(bad):
+@pytest.mark.parametrize("option", ["--eps", "--steps", "--paper-protocol", "--downscale"])
+def test_help_lists_options(option):
     res = CliRunner().invoke(app, ["audit", "--help"])
-    assert res.exit_code == 0 and bad in res.output
+    assert res.exit_code == 0 and option in res.output

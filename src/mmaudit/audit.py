@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 from PIL import Image
 
 from mmaudit.data.sample import Sample
 from mmaudit.errors import InputError
 from mmaudit.judge.match import Judge
-from mmaudit.models.vlm import VLM
+from mmaudit.models.vlm import VLM, pixels
 from mmaudit.pathways.pixel import ATTACKS
 from mmaudit.store import RunStore, key_of
 
@@ -51,10 +50,6 @@ def sample_fingerprint(s: Sample) -> str:
     return h.hexdigest()[:16]
 
 
-def _tensor(samples: list[Sample]) -> torch.Tensor:
-    return torch.from_numpy(np.stack([s.image for s in samples])).permute(0, 3, 1, 2).float() / 255
-
-
 def record_errors(store: RunStore, errors: list[InputError]) -> None:
     store.put_many(
         {"kind": "error", "key": key_of(kind="error", sample=str(e.sample_id), field=e.field, reason=e.reason),
@@ -71,7 +66,7 @@ def clean_pass(vlm: VLM, samples: list[Sample], store: RunStore, judge: Judge, b
         chunk = samples[i : i + batch]
         if all(keys[s.id] in store for s in chunk):
             continue
-        answers = vlm.generate(_tensor(chunk), [s.question for s in chunk], MAX_NEW_TOKENS)
+        answers = vlm.generate(pixels([s.image for s in chunk]), [s.question for s in chunk], MAX_NEW_TOKENS)
         store.put_many(
             {"kind": "clean", "key": keys[s.id], "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint,
              "sample": s.id, "family": s.family, "answer_type": s.answer_type, "reference": s.answer,
@@ -101,7 +96,7 @@ def attack_chunk(vlm: VLM, attack, chunk: list[Sample], keys: list[str], out: Pa
     flips = [i for i, f in enumerate(res.flipped) if f]
     if verify and flips:  # a flip counts only if the reloaded PNG still flips
         again = vlm.generate(
-            torch.from_numpy(np.stack([reloaded[i] for i in flips])).permute(0, 3, 1, 2).float() / 255,
+            pixels([reloaded[i] for i in flips]),
             [chunk[i].question for i in flips], attack.max_new_tokens,
         )
         for i, a in zip(flips, again):

@@ -162,6 +162,11 @@ def to_image_tensor(image, sample_id: str | int | None = None) -> torch.Tensor:
     raise InputError(sample_id, "image", f"not an image: {type(image).__name__}")
 
 
+def pixels(images: Sequence[np.ndarray]) -> torch.Tensor:
+    """Same-size uint8 (H, W, 3) arrays as one float (B, 3, H, W) batch in [0, 1]."""
+    return torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 255
+
+
 def check_batch(images, prompts: list[str], ids: Sequence[str | int] | None = None) -> list[torch.Tensor]:
     """Validate a batch; errors name the sample (its id, else its index in the batch)."""
     ims = list(images) if isinstance(images, (list, tuple)) or images.ndim == 4 else None

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
-import torch
 
 from mmaudit.data.sample import Sample
-from mmaudit.models.vlm import VLM
+from mmaudit.models.vlm import VLM, pixels
 
 TASK_FAMILIES = ("charts", "documents", "scenes")
 
@@ -21,8 +20,7 @@ def predict(vlm: VLM, samples: list[Sample], batch: int = 128, progress=None) ->
     out: list[str] = []
     for i in range(0, len(samples), batch):
         chunk = samples[i : i + batch]
-        images = torch.from_numpy(np.stack([s.image for s in chunk])).permute(0, 3, 1, 2).float() / 255.0
-        out += vlm.generate(images, [s.question for s in chunk])
+        out += vlm.generate(pixels([s.image for s in chunk]), [s.question for s in chunk])
         if progress is not None:
             progress(len(chunk))
     return out

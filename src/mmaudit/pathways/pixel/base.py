@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from mmaudit.data.sample import Sample
 from mmaudit.judge.match import Judge
-from mmaudit.models.vlm import VLM
+from mmaudit.models.vlm import VLM, pixels
 
 
 @dataclass
@@ -94,8 +94,8 @@ class PixelAttack:
         return F.interpolate(delta, size=size, mode="bilinear", align_corners=False)
 
     def __call__(self, vlm: VLM, samples: list[Sample]) -> AttackResult:
-        x_u8 = torch.from_numpy(np.stack([s.image for s in samples])).permute(0, 3, 1, 2).float()
-        x = x_u8 / 255
+        x = pixels([s.image for s in samples])
+        x_u8 = (x * 255).round()  # exact integers again: the saved PNG truncates to uint8
         size = tuple(x.shape[-2:])
         x_opt = x
         if self.downscale and max(size) > self.downscale:
