@@ -19,7 +19,7 @@ def run(*args):
 
 
 def test_eps_zero_gives_zero_asr(tmp_path):
-    run("--data", "synthetic:4", "--eps", "0", "--out", str(tmp_path))
+    run("--data", "synthetic:4", "--eps", "0", "--attacks", "vis_pgd,end_pgd,mantis", "--out", str(tmp_path))
     summary = json.loads((tmp_path / "summary.json").read_text())
     (row,) = summary["models"]
     assert row["n_correct"] > 0
@@ -51,3 +51,26 @@ def test_bad_rows_are_recorded_and_counted(tmp_path):
 def test_help_lists_options(option):
     res = CliRunner().invoke(app, ["audit", "--help"])
     assert res.exit_code == 0 and option in res.output
+
+
+def test_both_pathways_and_their_diagnostics_in_one_run(tmp_path):
+    out = run("--data", "synthetic:3", "--steps", "5", "--ocr-limit", "4", "--out", str(tmp_path))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    (row,) = summary["models"]
+    assert set(row["asr"]) == {"vis_pgd", "end_pgd", "mantis", "typo_evid", "nat_evid"}
+    assert summary["baselines"] == ["vis_pgd", "end_pgd", "typo_evid"]
+    assert summary["enhanced"] == {"mantis": ["vis_pgd", "end_pgd"], "nat_evid": ["typo_evid"]}
+    assert row["r0"] >= max(row["asr"][a] for a in summary["baselines"]) and row["r_plus"] >= row["r0"]
+    for attack in ("typo_evid", "nat_evid"):
+        rug = summary["text"][attack]["rug"]["models"][0]
+        assert rug["rug"] == pytest.approx(rug["p_read"] - rug["p_use"])
+        assert summary["text"][attack]["oar"]["models"][0]["oar"] > 0
+    assert summary["recovery"]["models"] or summary["models"][0]["asr"]["end_pgd"] == 0
+    assert summary["ocr"]["checked"] == 4
+    for title in ("RUG, Typo-Evid", "OAR, Nat-Evid", "Evidence preservation, Nat-Evid"):
+        assert title in out
+    report = (tmp_path / "report.md").read_text()
+    assert "## Examples: Nat-Evid" in report and "OCR evidence check" in report
+    for items in summary["examples"].values():
+        for x in items:
+            assert (tmp_path / x["clean_image"]).exists() and (tmp_path / x["attacked_image"]).exists()

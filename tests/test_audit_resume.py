@@ -7,7 +7,7 @@ import sys
 import time
 
 ARGS = [sys.executable, "-m", "mmaudit.cli", "audit", "--model", "zoo:L1", "--data", "synthetic:8", "--steps", "8",
-        "--batch", "4", "--n-boot", "200", "--attacks", "end_pgd,mantis"]
+        "--batch", "4", "--n-boot", "200", "--attacks", "end_pgd,mantis,nat_evid", "--ocr-limit", "2"]
 
 
 def records(path):

@@ -1,31 +1,40 @@
-"""`mmaudit audit`: clean pass, pixel attacks over each model's clean-correct set, into the store.
+"""`mmaudit audit`: clean pass, both pathways over each model's clean-correct set, diagnostics, into the store.
 
 Units of work are fixed chunks of a model's clean-correct set (sorted by sample
 id), so a resumed run forms exactly the batches an uninterrupted one did and
 ends with identical numbers. Each chunk's records are written together.
+Rendered-text edits do not depend on the model: each is made once per sample
+and shared by every model.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-from mmaudit.data.sample import Sample
+from mmaudit.data.sample import Sample, sample_fingerprint
 from mmaudit.errors import InputError
 from mmaudit.judge.match import Judge
 from mmaudit.models.vlm import VLM, pixels
+from mmaudit.pathways import ORDER
+from mmaudit.pathways.diagnostics.recovery import recover, unsupported
 from mmaudit.pathways.pixel import ATTACKS
+from mmaudit.pathways.text import TEXT_ATTACKS, Edit, LayoutEditor
+from mmaudit.pathways.text.editors import ImageEditor
+from mmaudit.pathways.text.evidence import ocr_evidence
+from mmaudit.pathways.text.runner import TextRunConfig, run_text_chunk
 from mmaudit.store import RunStore, key_of
+
+Progress = Callable[[str, int, int], None]
 
 
 @dataclass
 class AuditConfig:
-    attacks: list[str] = field(default_factory=lambda: list(ATTACKS))
+    attacks: list[str] = field(default_factory=lambda: list(ORDER))
     eps: float = 8 / 255
     steps: int = 40
     alpha: float | None = None
@@ -34,20 +43,49 @@ class AuditConfig:
     early_stop: bool = True
     downscale: int | None = None
     verify_reload: bool = True
+    typo_position: str = "bottom"
+    max_chars: int = 16
+    editor: ImageEditor = field(default_factory=LayoutEditor)
+    text: TextRunConfig = field(default_factory=TextRunConfig)
+    recovery: int = 40  # first N End-PGD flips per model; 0 turns layer recovery off
+    recovery_positions: str = "image"
+    ocr_limit: int = 48  # samples for the OCR evidence check; 0 turns it off
 
 
 MAX_NEW_TOKENS = 16  # the clean pass and every attack's check decode the same length
 
 
 def make_attack(name: str, cfg: AuditConfig, judge: Judge | None = None):
-    return ATTACKS[name](eps=cfg.eps, steps=cfg.steps, alpha=cfg.alpha, seed=cfg.seed, early_stop=cfg.early_stop,
-                         downscale=cfg.downscale, max_new_tokens=MAX_NEW_TOKENS, judge=judge or Judge())
+    judge = judge or Judge()
+    if name in ATTACKS:
+        return ATTACKS[name](eps=cfg.eps, steps=cfg.steps, alpha=cfg.alpha, seed=cfg.seed, early_stop=cfg.early_stop,
+                             downscale=cfg.downscale, max_new_tokens=MAX_NEW_TOKENS, judge=judge)
+    if name == "typo_evid":
+        return TEXT_ATTACKS[name](max_chars=cfg.max_chars, judge=judge, position=cfg.typo_position)
+    if name == "nat_evid":
+        return TEXT_ATTACKS[name](max_chars=cfg.max_chars, judge=judge, editor=cfg.editor)
+    raise ValueError(f"unknown attack {name!r}; choose from {ORDER}")
 
 
-def sample_fingerprint(s: Sample) -> str:
-    h = hashlib.sha256(s.image.tobytes())
-    h.update(f"{s.image.shape}|{s.question}|{s.answer}|{s.answer_type}|{s.family}".encode())
-    return h.hexdigest()[:16]
+def attack_params(name: str, cfg: AuditConfig) -> dict:
+    """What keys an attack's records: its own parameters, plus the text-run settings for text attacks."""
+    params = make_attack(name, cfg).params()
+    if name in TEXT_ATTACKS:
+        params = params | {"run": asdict(cfg.text)}
+    return params
+
+
+def save_png(image: np.ndarray, path: Path) -> None:
+    """Write once and check the round trip: what is saved is exactly what was judged."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    Image.fromarray(image).save(tmp)
+    with Image.open(tmp) as im:
+        if not np.array_equal(np.asarray(im.convert("RGB")), image):
+            raise RuntimeError(f"{path}: saved image does not round-trip")
+    tmp.replace(path)
 
 
 def record_errors(store: RunStore, errors: list[InputError]) -> None:
@@ -58,7 +96,7 @@ def record_errors(store: RunStore, errors: list[InputError]) -> None:
     )
 
 
-def clean_pass(vlm: VLM, samples: list[Sample], store: RunStore, judge: Judge, batch: int) -> list[Sample]:
+def clean_pass(vlm: VLM, samples: list[Sample], store: RunStore, judge: Judge, batch: int, out: Path) -> list[Sample]:
     """Answer every sample on its clean image; return the clean-correct set C, sorted by id."""
     samples = sorted(samples, key=lambda s: s.id)
     keys = {s.id: key_of(kind="clean", model=vlm.fingerprint, sample=sample_fingerprint(s)) for s in samples}
@@ -67,48 +105,103 @@ def clean_pass(vlm: VLM, samples: list[Sample], store: RunStore, judge: Judge, b
         if all(keys[s.id] in store for s in chunk):
             continue
         answers = vlm.generate(pixels([s.image for s in chunk]), [s.question for s in chunk], MAX_NEW_TOKENS)
+        for s in chunk:
+            save_png(s.image, out / "clean" / f"{sample_fingerprint(s)}.png")
         store.put_many(
             {"kind": "clean", "key": keys[s.id], "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint,
              "sample": s.id, "family": s.family, "answer_type": s.answer_type, "reference": s.answer,
-             "question": s.question, "answer": a, "correct": bool(judge(a, s.answer, s.family, s.answer_type))}
+             "question": s.question, "answer": a, "correct": bool(judge(a, s.answer, s.family, s.answer_type)),
+             "image": f"clean/{sample_fingerprint(s)}.png"}
             for s, a in zip(chunk, answers)
         )
     return sorted((s for s in samples if store.get(keys[s.id])["correct"]), key=lambda s: s.id)
 
 
+def base_record(vlm: VLM, s: Sample, key: str, attack: str, params: dict) -> dict:
+    return {"kind": "attack", "key": key, "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint,
+            "sample": s.id, "family": s.family, "attack": attack, "params": params, "reference": s.answer,
+            "question": s.question}
+
+
 def attack_chunk(vlm: VLM, attack, chunk: list[Sample], keys: list[str], out: Path, judge: Judge,
                  verify: bool) -> list[dict]:
     res = attack(vlm, chunk)
-    adv_dir = out / "adv" / attack.name
-    adv_dir.mkdir(parents=True, exist_ok=True)
-    reloaded = []
     paths = []
-    for s, adv, key in zip(chunk, res.adv_uint8, keys):
-        path = adv_dir / f"{key}.png"
-        Image.fromarray(adv).save(path)
-        with Image.open(path) as im:
-            back = np.asarray(im.convert("RGB"))
-        if not np.array_equal(back, adv):
-            raise RuntimeError(f"sample {s.id!r}: saved adversarial image does not round-trip")
-        reloaded.append(back)
+    for adv, key in zip(res.adv_uint8, keys):
+        path = out / "adv" / attack.name / f"{key}.png"
+        save_png(adv, path)
         paths.append(str(path.relative_to(out)))
     verified = list(res.flipped)
     flips = [i for i, f in enumerate(res.flipped) if f]
     if verify and flips:  # a flip counts only if the reloaded PNG still flips
-        again = vlm.generate(
-            pixels([reloaded[i] for i in flips]),
-            [chunk[i].question for i in flips], attack.max_new_tokens,
-        )
+        reloaded = [np.asarray(Image.open(out / paths[i]).convert("RGB")) for i in flips]
+        again = vlm.generate(pixels(reloaded), [chunk[i].question for i in flips], attack.max_new_tokens)
         for i, a in zip(flips, again):
             verified[i] = not judge(a, chunk[i].answer, chunk[i].family, chunk[i].answer_type)
+    params = attack.params()
     return [
-        {"kind": "attack", "key": key, "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint,
-         "sample": s.id, "family": s.family, "attack": attack.name, "params": attack.params(),
-         "reference": s.answer, "answer": ans, "flipped": bool(ok), "steps": st, "passes": ps, "linf": li,
-         "image": p}
+        base_record(vlm, s, key, attack.name, params)
+        | {"answer": ans, "flipped": bool(ok), "steps": st, "passes": ps, "linf": li, "image": p}
         for s, key, ans, ok, st, ps, li, p in zip(chunk, keys, res.answers, verified, res.steps, res.passes,
                                                   res.linf, paths)
     ]
+
+
+class EditCache:
+    """Each text attack's edit of each sample, made once, saved once, shared by all models."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self._edits: dict[tuple[str, str], tuple[Edit | InputError, str | None]] = {}
+
+    def get(self, attack, s: Sample) -> tuple[Edit | InputError, str | None]:
+        k = (attack.name, s.id)
+        if k not in self._edits:
+            try:
+                edit: Edit | InputError = attack(s)
+            except InputError as e:
+                edit = e
+            path = None
+            if isinstance(edit, Edit):
+                name = key_of(sample=sample_fingerprint(s), attack=attack.params())
+                path = f"adv/{attack.name}/{name}.png"
+                save_png(edit.image, self.out / path)
+            self._edits[k] = (edit, path)
+        return self._edits[k]
+
+
+def text_attack_chunk(vlm: VLM, attack, chunk: list[Sample], keys: list[str], edits: EditCache, judge: Judge,
+                      cfg: AuditConfig, params: dict) -> list[dict]:
+    got = [edits.get(attack, s) for s in chunk]
+    results = run_text_chunk(vlm, chunk, [e for e, _ in got], judge, cfg.text)
+    return [base_record(vlm, s, key, attack.name, params) | res | {"image": path, "passes": 0}
+            for s, key, res, (_, path) in zip(chunk, keys, results, got)]
+
+
+def recovery_stage(vlm: VLM, samples: dict[str, Sample], store: RunStore, out: Path, judge: Judge,
+                   cfg: AuditConfig) -> None:
+    """Layer recovery on the first ``cfg.recovery`` End-PGD flips of this model, by sample id."""
+    end_params = attack_params("end_pgd", cfg)
+    why = unsupported(vlm)
+    if why:
+        store.put({"kind": "recovery_excluded", "key": key_of(kind="recovery_excluded", model=vlm.fingerprint),
+                   "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint, "reason": why})
+        return
+    flips = sorted((r for r in store.records("attack") if r["fingerprint"] == vlm.fingerprint
+                    and r["attack"] == "end_pgd" and r["params"] == end_params and r["flipped"]),
+                   key=lambda r: r["sample"])[: cfg.recovery]
+    for i in range(0, len(flips), cfg.batch):
+        chunk = flips[i : i + cfg.batch]
+        keys = [key_of(kind="recovery", model=vlm.fingerprint, sample=sample_fingerprint(samples[r["sample"]]),
+                       attack=end_params, positions=cfg.recovery_positions) for r in chunk]
+        if all(k in store for k in keys):
+            continue
+        adv = [np.asarray(Image.open(out / r["image"]).convert("RGB")) for r in chunk]
+        rows = recover(vlm, [samples[r["sample"]] for r in chunk], adv, judge, MAX_NEW_TOKENS,
+                       cfg.recovery_positions)
+        store.put_many({"kind": "recovery", "key": k, "model": vlm.name, "level": vlm.level,
+                        "fingerprint": vlm.fingerprint, "positions": cfg.recovery_positions} | row
+                       for k, row in zip(keys, rows))
 
 
 def run_audit(
@@ -118,22 +211,34 @@ def run_audit(
     cfg: AuditConfig,
     errors: list[InputError] | None = None,
     judge: Judge | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> RunStore:
     judge = judge or Judge()
     store = RunStore(out / "results.jsonl")
     record_errors(store, errors or [])
+    edits = EditCache(out)
+    by_id = {s.id: s for s in samples}
     for vlm in models:
-        correct = clean_pass(vlm, samples, store, judge, cfg.batch)
+        correct = clean_pass(vlm, samples, store, judge, cfg.batch, out)
+        chunks = [correct[i : i + cfg.batch] for i in range(0, len(correct), cfg.batch)]
         for name in cfg.attacks:
             attack = make_attack(name, cfg, judge)
-            params = attack.params()
-            chunks = [correct[i : i + cfg.batch] for i in range(0, len(correct), cfg.batch)]
+            params = attack_params(name, cfg)
             for j, chunk in enumerate(chunks):
                 keys = [key_of(kind="attack", model=vlm.fingerprint, sample=sample_fingerprint(s), attack=params)
                         for s in chunk]
                 if not all(k in store for k in keys):
-                    store.put_many(attack_chunk(vlm, attack, chunk, keys, out, judge, cfg.verify_reload))
+                    if name in TEXT_ATTACKS:
+                        recs = text_attack_chunk(vlm, attack, chunk, keys, edits, judge, cfg, params)
+                    else:
+                        recs = attack_chunk(vlm, attack, chunk, keys, out, judge, cfg.verify_reload)
+                    store.put_many(recs)
                 if progress:
                     progress(f"{vlm.name} {name}", j + 1, len(chunks))
+        if "end_pgd" in cfg.attacks and cfg.recovery:
+            recovery_stage(vlm, by_id, store, out, judge, cfg)
+            if progress:
+                progress(f"{vlm.name} layer recovery", 1, 1)
+    if "nat_evid" in cfg.attacks and cfg.ocr_limit:
+        ocr_evidence(store, samples, make_attack("nat_evid", cfg, judge), edits, cfg.ocr_limit, progress)
     return store

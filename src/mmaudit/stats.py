@@ -121,3 +121,29 @@ def rank_agreement(proxy: dict[str, float], target: dict[str, float], moved_by: 
     moved = [n for n, ra, rb in zip(names, rank_a, rank_b) if abs(ra - rb) >= moved_by]
     return {"spearman_rho": float(rho), "kendall_tau_b": float(tau), "n_moved": len(moved), "moved": moved,
             "n_models": len(names)}
+
+
+def bootstrap_groups(
+    groups: list[np.ndarray], stat, n_boot: int = 10_000, seed: int = 0, alpha: float = 0.05
+) -> tuple[float, float, float]:
+    """Mean over groups (models) of ``stat(rows)``, with a percentile CI.
+
+    Each group is a (n_i, k) array of per-sample values of one model; a
+    replicate resamples every model's rows with replacement, independently
+    (the diagnostics run on different samples per model, so the models are
+    fixed and their samples are not paired). Empty groups are skipped.
+    """
+    groups = [np.asarray(g, float).reshape(len(g), -1) for g in groups if len(g)]
+    if not groups:
+        return float("nan"), float("nan"), float("nan")
+    point = float(np.mean([stat(g) for g in groups]))
+    rng = np.random.default_rng(seed)
+    reps = np.zeros(n_boot)
+    for g in groups:
+        idx = rng.integers(0, len(g), size=(n_boot, len(g)))
+        reps += np.array([stat(g[i]) for i in idx])
+    reps /= len(groups)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanpercentile(reps, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return point, float(lo), float(hi)

@@ -47,6 +47,15 @@ def cell_box(row: int, col: int, width: int = 1) -> Box:
     return (col * CELL, row * CELL, (col + width) * CELL, (row + 1) * CELL)
 
 
+def draw_glyphs(draw: ImageDraw.ImageDraw, x0: int, y0: int, cell: int, text: str, size: int,
+                color: tuple[int, int, int]) -> None:
+    """One glyph centred in each ``cell``-pixel square from (x0, y0): the zoo reads text on this grid."""
+    for i, ch in enumerate(text):
+        if ch not in CLASS_INDEX or ch == " ":
+            raise ValueError(f"glyph {ch!r} is not drawable on the cell grid (allowed: {CHARS})")
+        draw.text((x0 + i * cell + cell / 2, y0 + cell / 2), ch, font=font(size), fill=color, anchor="mm")
+
+
 class Canvas:
     """An image under construction plus the dense cell labels that describe it."""
 
@@ -83,11 +92,8 @@ class Canvas:
         box = cell_box(row, col, len(text))
         if banner is not None:
             self.draw.rectangle((box[0], box[1], box[2] - 1, box[3] - 1), fill=banner)
+        draw_glyphs(self.draw, box[0], box[1], CELL, text, size, color)
         for i, ch in enumerate(text):
-            if ch not in CLASS_INDEX:
-                raise ValueError(f"glyph {ch!r} is not drawable")
-            x0, y0, _, _ = cell_box(row, col + i)
-            self.draw.text((x0 + CELL / 2, y0 + CELL / 2), ch, font=font(size), fill=color, anchor="mm")
             self.layout.cell_class[row, col + i] = CLASS_INDEX[ch]
             self.layout.cell_style[row, col + i] = 1 if banner is not None else 0
             self.layout.cell_order[row, col + i] = min(i, MAX_ORDER - 1)

@@ -6,6 +6,7 @@ rendered-text attacks add text that matches the host image.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -76,3 +77,10 @@ class Sample:
         if self.answer_type not in ANSWER_TYPES:
             raise InputError(self.id, "answer_type", f"{self.answer_type!r} is not one of {ANSWER_TYPES}")
         return self
+
+
+def sample_fingerprint(s: Sample) -> str:
+    """Content hash of what a model sees and is judged against: part of every store key."""
+    h = hashlib.sha256(s.image.tobytes())
+    h.update(f"{s.image.shape}|{s.question}|{s.answer}|{s.answer_type}|{s.family}".encode())
+    return h.hexdigest()[:16]

@@ -125,12 +125,14 @@ class VLM(Protocol):
         layer: int,
         values: list[torch.Tensor],
         max_new_tokens: int = 16,
+        positions: list[torch.Tensor] | None = None,
     ) -> list[str]:
-        """Greedy answers with the image-token hidden states after ``layer`` replaced by ``values``."""
+        """Greedy answers with the hidden states entering ``layer`` at ``positions`` (default: the
+        image tokens) replaced by ``values`` (layer recovery)."""
         ...
 
     def hidden_states(self, images: torch.Tensor | list[torch.Tensor], prompts: list[str]) -> list[torch.Tensor]:
-        """Per decoder layer, its output hidden states (B, S, D), read by hooks."""
+        """Per decoder layer, the hidden states (B, S, D) entering it on the prompt, read by hooks."""
         ...
 
 
@@ -184,25 +186,31 @@ def check_batch(images, prompts: list[str], ids: Sequence[str | int] | None = No
 
 
 # --------------------------------------------------------------------------- hooks
+#
+# "The hidden states at layer l" are those *entering* decoder layer l (transformers'
+# ``hidden_states[l]`` convention: l = 0 is the embedded input). Patching a layer's
+# input rather than its output means every key and value that layer computes comes
+# from the patched states, so patching all prompt positions at layer 0 replays the
+# clean run exactly; what a model re-injects later (DeepStack) still gets through.
 
 
-def _output_tensor(output):
-    return output[0] if isinstance(output, tuple) else output
+def _hidden_arg(args: tuple, kwargs: dict) -> torch.Tensor:
+    return args[0] if args else kwargs["hidden_states"]
 
 
 @contextmanager
 def capture_hidden(layers: Sequence[nn.Module]) -> Iterator[list[torch.Tensor]]:
-    """Record each layer's output hidden states (first forward call per layer wins)."""
+    """Record the hidden states entering each layer (first forward call per layer wins)."""
     store: list[torch.Tensor | None] = [None] * len(layers)
 
     def make(i):
-        def hook(_m, _args, output):
+        def hook(_m, args, kwargs):
             if store[i] is None:
-                store[i] = _output_tensor(output)
+                store[i] = _hidden_arg(args, kwargs)
 
         return hook
 
-    handles = [layer.register_forward_hook(make(i)) for i, layer in enumerate(layers)]
+    handles = [layer.register_forward_pre_hook(make(i), with_kwargs=True) for i, layer in enumerate(layers)]
     try:
         yield store  # type: ignore[misc]
     finally:
@@ -212,22 +220,24 @@ def capture_hidden(layers: Sequence[nn.Module]) -> Iterator[list[torch.Tensor]]:
 
 @contextmanager
 def replace_hidden(layer: nn.Module, positions: list[torch.Tensor], values: list[torch.Tensor]) -> Iterator[None]:
-    """Overwrite ``layer``'s output at ``positions[b]`` with ``values[b]`` for each sample b.
+    """Overwrite the hidden states entering ``layer`` at ``positions[b]`` with ``values[b]`` for each sample b.
 
     Calls whose sequence does not reach the positions (cached decoding steps)
     pass through untouched: the prefix they would patch is already in the cache.
     """
 
-    def hook(_m, _args, output):
-        h = _output_tensor(output)
+    def hook(_m, args, kwargs):
+        h = _hidden_arg(args, kwargs)
         if h.shape[1] <= int(max(int(p.max()) for p in positions)):
-            return output
+            return None
         h = h.clone()
         for b, (pos, val) in enumerate(zip(positions, values)):
             h[b, pos.to(h.device)] = val.to(h.device, h.dtype)
-        return (h, *output[1:]) if isinstance(output, tuple) else h
+        if args:
+            return (h, *args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": h}
 
-    handle = layer.register_forward_hook(hook)
+    handle = layer.register_forward_pre_hook(hook, with_kwargs=True)
     try:
         yield
     finally:

@@ -185,8 +185,9 @@ class HFAdapter:
             self.model(**self._inputs(enc), use_cache=False)
         return list(store)
 
-    def generate_patched(self, images, prompts, layer: int, values, max_new_tokens: int = 16) -> list[str]:
-        positions = self.image_positions(images, prompts)
+    def generate_patched(self, images, prompts: list[str], layer: int, values, max_new_tokens: int = 16,
+                         positions: list[torch.Tensor] | None = None) -> list[str]:
+        positions = positions if positions is not None else self.image_positions(images, prompts)
         with replace_hidden(self.decoder_layers[layer], positions, values):
             return self.generate(images, prompts, max_new_tokens)
 

@@ -112,10 +112,9 @@ class ZooAdapter:
             self.model(x, q, valid)
         return list(store)
 
-    def generate_patched(
-        self, images, prompts: list[str], layer: int, values: list[torch.Tensor], max_new_tokens: int = 9
-    ) -> list[str]:
-        positions = self.image_positions(images, prompts)
+    def generate_patched(self, images, prompts: list[str], layer: int, values, max_new_tokens: int = 9,
+                         positions: list[torch.Tensor] | None = None) -> list[str]:
+        positions = positions if positions is not None else self.image_positions(images, prompts)
         with replace_hidden(self.model.layers[layer], positions, values):
             return self.generate(images, prompts, max_new_tokens)
 

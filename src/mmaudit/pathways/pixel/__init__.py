@@ -6,7 +6,5 @@ from mmaudit.pathways.pixel.mantis import MANTIS
 from mmaudit.pathways.pixel.vis_pgd import VisPGD
 
 ATTACKS: dict[str, type[PixelAttack]] = {"vis_pgd": VisPGD, "end_pgd": EndPGD, "mantis": MANTIS}
-BASELINES = ("vis_pgd", "end_pgd")
-ENHANCED = {"mantis": BASELINES}  # enhanced attack -> the baselines its delta is measured against
 
-__all__ = ["ATTACKS", "BASELINES", "ENHANCED", "AttackResult", "EndPGD", "MANTIS", "PixelAttack", "VisPGD"]
+__all__ = ["ATTACKS", "AttackResult", "EndPGD", "MANTIS", "PixelAttack", "VisPGD"]

@@ -36,6 +36,7 @@ class AttackResult:
     steps: list[int]
     passes: list[int]
     linf: list[float]
+    flipped_at: dict[int, list[bool]] = field(default_factory=dict)  # checkpoint step -> flips so far
 
 
 @dataclass
@@ -52,13 +53,14 @@ class PixelAttack:
     check_every: int = 1  # early-stop checks are nearly free (teacher-forced proxy first)
     downscale: int | None = None  # memory fallback: optimise at this side length, upsample the noise
     max_new_tokens: int = 16
+    checkpoints: tuple[int, ...] = ()  # steps where every active sample is confirmed (one run serves many budgets)
     judge: Judge = field(default_factory=Judge)
 
     def params(self) -> dict:
         """What identifies this attack's results in the store."""
         return {"name": self.name, "eps": self.eps, "steps": self.steps, "alpha": self.step_size,
                 "random_start": self.random_start, "seed": self.seed, "early_stop": self.early_stop,
-                "downscale": self.downscale}
+                "downscale": self.downscale} | ({"checkpoints": list(self.checkpoints)} if self.checkpoints else {})
 
     @property
     def step_size(self) -> float:
@@ -111,6 +113,7 @@ class PixelAttack:
         passes = [0] * n
         answers: list[str | None] = [None] * n
         flipped = [False] * n
+        flipped_at: dict[int, list[bool]] = {}
 
         def confirm(idx: list[int]) -> None:
             """Generate on the quantised full-size image; a flip is only what J says."""
@@ -149,9 +152,16 @@ class PixelAttack:
                 cand = idx if deviates is None else [i for i, dv in zip(idx, deviates.tolist()) if dv]
                 if cand:
                     confirm(cand)
+            if step + 1 in self.checkpoints and step + 1 < self.steps:
+                # A run of step + 1 steps would end here with a full check: do the same, so its
+                # flips are exactly what a separate run of that budget gives.
+                confirm([i for i in idx if active[i]])
+                flipped_at[step + 1] = list(flipped)
         # Final answer on the image that will be saved (stopped samples were just confirmed).
         confirm([i for i in range(n) if active[i] or answers[i] is None])
+        if self.steps in self.checkpoints:
+            flipped_at[self.steps] = list(flipped)
         xq = self.quantise(x_u8, self._full_delta(delta, size))
         adv = [xq[i].permute(1, 2, 0).to(torch.uint8).numpy() for i in range(n)]
         linf = [float((xq[i] - x_u8[i]).abs().max()) / 255 for i in range(n)]
-        return AttackResult(adv, [a or "" for a in answers], flipped, steps, passes, linf)
+        return AttackResult(adv, [a or "" for a in answers], flipped, steps, passes, linf, flipped_at)

@@ -1,0 +1,40 @@
+"""What every command shares: the console, the progress bar, printing a table."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+console = Console(width=None if sys.stdout.isatty() else 150)
+LEVELS = ["L1", "L2", "L3"]
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    )
+
+
+def progress_callback(bar: Progress) -> Callable[[str, int, int], None]:
+    """A (name, done, total) callback that keeps one bar per name."""
+    tasks: dict[str, int] = {}
+
+    def update(name: str, done: int, total: int) -> None:
+        if name not in tasks:
+            tasks[name] = bar.add_task(name, total=total)
+        bar.update(tasks[name], completed=done)
+
+    return update
+
+
+def print_table(title: str, head: list[str], rows: list[list[str]], left: tuple[str, ...] = ("model", "level")) -> None:
+    table = Table(title=title)
+    for h in head:
+        table.add_column(h, justify="left" if h in left else "right")
+    for r in rows:
+        table.add_row(*r)
+    console.print(table)

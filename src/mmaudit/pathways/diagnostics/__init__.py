@@ -1,0 +1,1 @@
+"""FusionAudit diagnostics: OAR, RUG, layer recovery and the MANTIS stability sweep."""

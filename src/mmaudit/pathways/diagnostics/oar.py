@@ -1,0 +1,41 @@
+"""OAR, the overlay attention ratio.
+
+Attention from the text tokens after the image to the image patches (the
+adapter averages it over heads and the chosen later decoder layers), then
+averaged over those text tokens; OAR is the share of that image-directed
+attention that falls on the overlay's patches, divided by the share of patches
+the overlay covers. OAR = 1 is attention spread evenly; OAR > 1 means the model
+looks at the overlay more than its size warrants.
+
+Choices the paper leaves open (parameters): which layers (default the later
+half), and which patches belong to a region (any overlap by default,
+``min_overlap``); the area share is counted in patches, so uniform attention
+gives exactly 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from mmaudit.models.vlm import PatchGrid
+
+
+def oar(attention: torch.Tensor, region: Sequence[int]) -> float:
+    """OAR of one (n_text_after_image, n_image_tokens) attention map for patch indices ``region``."""
+    if not len(region):
+        raise ValueError("the overlay region covers no image patch")
+    a = attention.float().mean(0)
+    total = float(a.sum())
+    if total <= 0:
+        return float("nan")
+    share = float(a[list(region)].sum()) / total
+    return share / (len(region) / a.numel())
+
+
+def region_patches(grid: PatchGrid, box, n_tokens: int, min_overlap: float = 0.0) -> list[int]:
+    """Patch indices of ``box``; checks that the grid describes the adapter's image tokens."""
+    if grid.rows * grid.cols != n_tokens:
+        raise ValueError(f"patch grid {grid.rows}x{grid.cols} does not match {n_tokens} image tokens")
+    return grid.region_to_patches(box, min_overlap)

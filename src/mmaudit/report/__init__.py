@@ -1,0 +1,27 @@
+"""Reports rebuilt from the run store alone: risk tables, diagnostics, examples."""
+
+from __future__ import annotations
+
+from mmaudit.report.diagnostics import examples, ocr_summary, recovery_summary, text_diagnostics
+from mmaudit.report.markdown import write_report
+from mmaudit.report.risk import model_flags, risk_summary
+from mmaudit.report.tables import all_tables, table_rows
+from mmaudit.store import RunStore
+
+
+def summarise(store: RunStore, attack_params: dict[str, dict] | None = None, n_boot: int = 10_000,
+              seed: int = 0) -> dict:
+    """Everything the report shows, as one JSON-able dict (written to summary.json)."""
+    summary = risk_summary(store, attack_params, n_boot, seed)
+    summary["errors"] = [{"sample": r["sample"], "field": r["field"], "reason": r["reason"]}
+                         for r in store.records("error")]
+    summary["text"] = text_diagnostics(store, attack_params, n_boot, seed)
+    summary["recovery"] = recovery_summary(store, n_boot, seed)
+    summary["ocr"] = ocr_summary(store)
+    summary["examples"] = examples(store, attack_params)
+    summary["bootstrap"] = {"replicates": n_boot, "seed": seed,
+                            "resampled": "risk: questions, models fixed; diagnostics: each model's samples"}
+    return summary
+
+
+__all__ = ["all_tables", "model_flags", "summarise", "table_rows", "write_report"]

@@ -1,0 +1,63 @@
+"""report.md: every table, the notes that say how to read them, and example image pairs."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from mmaudit.pathways import NAMES
+from mmaudit.report.tables import all_tables, pct
+
+INTRO = ("Clean: % of all questions answered correctly. Attack columns (ASR), R0 (union of the baselines Vis-PGD, "
+         "End-PGD, Typo-Evid), R+ (union of all attacks) and δ (flipped by the enhanced attack and by none of its "
+         "baselines: MANTIS against the pixel baselines, Nat-Evid against Typo-Evid): % of each model's "
+         "clean-correct set C. Level rows: unweighted macro mean with a 95% percentile bootstrap CI ({replicates} "
+         "replicates, seed {seed}; risk: questions resampled, models fixed; diagnostics: each model's samples "
+         "resampled).")
+
+
+def _md_table(title: str, head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["", f"## {html.escape(title)}", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)] + \
+        ["| " + " | ".join(html.escape(c) for c in row) + " |" for row in rows]
+
+
+def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Path:
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    lines = ["# FusionAudit report", "", INTRO.format(**summary["bootstrap"])] + (notes or [])
+    for title, head, rows in all_tables(summary):
+        lines += _md_table(title, head, rows)
+    if summary["ranking"]:
+        rk = summary["ranking"]
+        lines += ["", f"End-PGD vs R+ ranking over {rk['n_models']} models: Spearman rho {rk['spearman_rho']:.3f}, "
+                  f"Kendall tau-b {rk['kendall_tau_b']:.3f}, {rk['n_moved']} moved three or more places."]
+    rec = summary.get("recovery", {})
+    for e in rec.get("excluded", []):
+        lines += [f"- layer recovery excludes {e['model']} ({e['level']}): {e['reason']}"]
+    ocr = summary.get("ocr", {})
+    if ocr.get("unavailable"):
+        lines += ["", f"OCR evidence check not run: {ocr['unavailable'][0]}"]
+    elif ocr.get("checked"):
+        lines += ["", f"OCR evidence check (Nat-Evid, charts and documents): OCR reads the reference on "
+                  f"{ocr['readable_on_clean']} of {ocr['checked']} clean images; on the edited image it still "
+                  f"reads it on {ocr['still_read']} ({pct(ocr['rate'])}%)."]
+    if summary["mean_passes"]:
+        lines += ["", "Mean model passes per clean-correct sample: "
+                  + ", ".join(f"{NAMES.get(a, a)} {v:.1f}" for a, v in summary["mean_passes"].items())]
+    if summary.get("edit_failures"):
+        lines += ["", "Edits that could not be made (counted as not flipped): "
+                  + ", ".join(f"{NAMES.get(a, a)} {n}" for a, n in summary["edit_failures"].items())]
+    lines += ["", f"Errors (samples that could not be audited): {len(summary['errors'])}"]
+    lines += [f"- `{html.escape(e['sample'])}` {html.escape(e['field'])}: {html.escape(e['reason'])}"
+              for e in summary["errors"]]
+    for attack, items in summary.get("examples", {}).items():
+        lines += ["", f"## Examples: {NAMES.get(attack, attack)}", ""]
+        for x in items:
+            overlay = f", overlay {x['overlay']!r}" if x.get("overlay") else ""
+            lines += [f"{html.escape(x['model'])} · `{html.escape(x['sample'])}` · {html.escape(x['question'])} "
+                      f"(reference {html.escape(x['reference'])}{html.escape(overlay)}): clean → "
+                      f"**{html.escape(x['clean_answer'])}**, attacked → **{html.escape(x['attacked_answer'])}**", "",
+                      f"![clean]({x['clean_image']}) ![attacked]({x['attacked_image']})", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,75 @@
+"""Risk tables (FusionAudit Table 1 shape) rebuilt from the run store alone."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from mmaudit.pathways import BASELINES, ENHANCED, ORDER
+from mmaudit.stats import ModelFlags, bootstrap_level_ci, model_summary, rank_agreement, union
+from mmaudit.store import RunStore
+
+
+def wanted(record: dict, attack_params: dict[str, dict] | None) -> bool:
+    """Whether an attack record was made with the parameters this report is about."""
+    return not attack_params or attack_params.get(record["attack"]) == record["params"]
+
+
+def model_flags(store: RunStore, attack_params: dict[str, dict] | None = None) -> list[ModelFlags]:
+    """Per model, aligned per-question flags; attack records are kept only if their params match."""
+    clean: dict[str, dict[str, dict]] = defaultdict(dict)
+    for r in store.records("clean"):
+        clean[r["fingerprint"]][r["sample"]] = r
+    flips: dict[str, dict[str, dict[str, bool]]] = defaultdict(lambda: defaultdict(dict))
+    for r in store.records("attack"):
+        if wanted(r, attack_params):
+            flips[r["fingerprint"]][r["attack"]][r["sample"]] = r["flipped"]
+    out = []
+    for fp, rows in clean.items():
+        questions = sorted(rows)
+        first = rows[questions[0]]
+        correct = np.array([rows[q]["correct"] for q in questions])
+        names = list(attack_params) if attack_params else list(flips[fp])  # asked-for attacks show even if C is empty
+        flipped = {a: np.array([flips[fp][a].get(q, False) for q in questions]) for a in names}
+        out.append(ModelFlags(first["model"], first["level"], questions, correct, flipped))
+    return sorted(out, key=lambda m: (m.level, m.model))
+
+
+def risk_summary(store: RunStore, attack_params: dict[str, dict] | None, n_boot: int, seed: int) -> dict:
+    models = model_flags(store, attack_params)
+    present = {a for m in models for a in m.flipped}
+    attacks = [a for a in ORDER if a in present] + sorted(present - set(ORDER))
+    baselines = [a for a in BASELINES if a in attacks]
+    enhanced = {e: tuple(b for b in base if b in attacks) for e, base in ENHANCED.items() if e in attacks}
+    rows = [model_summary(m, baselines, enhanced) for m in models]
+    passes: dict[str, list[int]] = defaultdict(list)
+    failed: dict[str, int] = defaultdict(int)
+    for r in store.records("attack"):
+        if wanted(r, attack_params):
+            passes[r["attack"]].append(r["passes"])
+            failed[r["attack"]] += bool(r.get("error"))
+    metrics = {f"asr_{a}": (lambda m, a=a: m.flipped[a]) for a in attacks}
+    metrics["r0"] = lambda m: union(m, baselines)
+    metrics["r_plus"] = lambda m: union(m, attacks)
+    for e, base in enhanced.items():
+        metrics[f"delta_{e}"] = lambda m, e=e, base=base: m.flipped[e] & ~union(m, base)
+    levels = {}
+    for level in sorted({m.level for m in models}):
+        group = [m for m in models if m.level == level]
+        levels[level] = {"n_models": len(group)} | {
+            k: bootstrap_level_ci(group, f, n_boot=n_boot, seed=seed) for k, f in metrics.items()
+        }
+    ranking = None
+    if "end_pgd" in attacks and len(rows) > 1:
+        ranking = rank_agreement({r["model"]: r["asr"]["end_pgd"] for r in rows},
+                                 {r["model"]: r["r_plus"] for r in rows})
+    return {
+        "attacks": attacks, "baselines": baselines, "enhanced": {e: list(b) for e, b in enhanced.items()},
+        "models": rows, "levels": levels, "ranking": ranking,
+        "mean_passes": {a: float(np.mean(v)) for a, v in passes.items() if a in ATTACK_COST},
+        "edit_failures": {a: n for a, n in failed.items() if n},
+    }
+
+
+ATTACK_COST = ("vis_pgd", "end_pgd", "mantis")  # model passes are counted for the gradient attacks
