@@ -2,7 +2,9 @@
 
 (a) one PGD step / one bare forward+backward on the same batch (target <= 1.15);
 (b) model passes per clean-correct sample and R+, early stopping vs the paper's
-    fixed 40-step protocol (target: >= 3x fewer passes, R+ within 1 point);
+    fixed 40-step protocol (target: >= 3x fewer passes, R+ within 1 point), for
+    per-sample early stopping alone and with the union schedule (AutoAttack-style:
+    a sample flipped by an earlier attack is not attacked again);
 (c) attack throughput (samples/s) at batch 1 vs batch 16.
 
 Run: .venv/bin/python benchmarks/pgd_overhead.py [--n 16] [--threads 2]
@@ -64,8 +66,10 @@ def early_stop_vs_paper(n: int) -> None:
     samples = synthetic_set(n, seed=10_000, families=FAMILIES)
     models = [load_zoo(level) for level in ("L1", "L2", "L3")]
     out = {}
-    for label, early in (("early-stop", True), ("paper", False)):
-        cfg = AuditConfig(early_stop=early, batch=16)
+    for label, early, schedule in (("early-stop", True, "full"), ("early+union", True, "union"),
+                                   ("paper", False, "full")):
+        cfg = AuditConfig(attacks=["vis_pgd", "end_pgd", "mantis"], early_stop=early, batch=16, schedule=schedule,
+                          recovery=0, ocr_limit=0)
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             store = run_audit(models, samples, Path(tmp), cfg)
@@ -76,11 +80,12 @@ def early_stop_vs_paper(n: int) -> None:
         passes = sum(r["passes"] for r in recs) / max(1, n_c)
         r_plus = {m["model"]: 100 * m["r_plus"] for m in summary["models"]}
         out[label] = (passes, r_plus)
-        print(f"    {label:10} passes per clean-correct sample (all attacks) {passes:6.1f}  wall {secs:6.1f} s  "
+        print(f"    {label:11} passes per clean-correct sample (all attacks) {passes:6.1f}  wall {secs:6.1f} s  "
               + "  ".join(f"R+ {k} {v:.1f}" for k, v in r_plus.items()))
-    ratio = out["paper"][0] / out["early-stop"][0]
-    worst = max(abs(out["paper"][1][k] - out["early-stop"][1][k]) for k in out["paper"][1])
-    print(f"    passes ratio paper/early-stop {ratio:.2f}x, largest R+ difference {worst:.1f} points")
+    for label in ("early-stop", "early+union"):
+        ratio = out["paper"][0] / out[label][0]
+        worst = max(abs(out["paper"][1][k] - out[label][1][k]) for k in out["paper"][1])
+        print(f"    passes ratio paper/{label} {ratio:.2f}x, largest R+ difference {worst:.1f} points")
 
 
 def batch_throughput(vlm, samples) -> None:

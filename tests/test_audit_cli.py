@@ -74,3 +74,19 @@ def test_both_pathways_and_their_diagnostics_in_one_run(tmp_path):
     for items in summary["examples"].values():
         for x in items:
             assert (tmp_path / x["clean_image"]).exists() and (tmp_path / x["attacked_image"]).exists()
+
+
+def test_union_schedule_keeps_r0_r_plus_and_delta_with_fewer_passes(tmp_path):
+    common = ("--data", "synthetic:4", "--steps", "6", "--attacks", "vis_pgd,end_pgd,mantis", "--recovery", "0")
+    run(*common, "--out", str(tmp_path / "full"))
+    out = run(*common, "--schedule", "union", "--out", str(tmp_path / "union"))
+    full = json.loads((tmp_path / "full" / "summary.json").read_text())
+    union = json.loads((tmp_path / "union" / "summary.json").read_text())
+    (f,), (u,) = full["models"], union["models"]
+    assert (u["r0"], u["r_plus"], u["delta"], u["asr"]["end_pgd"]) == (f["r0"], f["r_plus"], f["delta"],
+                                                                       f["asr"]["end_pgd"])
+    assert u["asr"]["vis_pgd"] <= f["asr"]["vis_pgd"] and u["asr"]["mantis"] <= f["asr"]["mantis"]
+    passes = {name: sum(json.loads(x)["passes"] for x in (tmp_path / name / "results.jsonl").read_text().splitlines()
+                        if json.loads(x)["kind"] == "attack") for name in ("full", "union")}
+    assert passes["union"] < passes["full"]
+    assert union["schedule"] == "union" and "lower bounds" in out

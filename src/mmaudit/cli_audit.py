@@ -82,7 +82,7 @@ def run_audit_command(
     alpha: float | None = None, seed: int = 0, limit: int | None = None, batch: int = 32,
     paper_protocol: bool = False, downscale: int | None = None, n_boot: int = 10_000, out: Path = Path("runs/audit"),
     typo_position: str = "bottom", max_chars: int = 16, editor: str = "layout", oar_layers: str | None = None,
-    recovery: int = 40, recovery_positions: str = "image", ocr_limit: int = 48,
+    recovery: int = 40, recovery_positions: str = "image", ocr_limit: int = 48, schedule: str = "full",
 ) -> dict:
     """The whole audit: run (resumable), summarise from the store, print every table, write report.md."""
     from mmaudit.audit import AuditConfig, attack_params, run_audit
@@ -93,7 +93,7 @@ def run_audit_command(
     cfg = AuditConfig(attacks=parse_list(attacks), eps=parse_eps(eps), steps=steps, alpha=alpha, seed=seed,
                       batch=batch, early_stop=not paper_protocol, downscale=downscale, typo_position=typo_position,
                       max_chars=max_chars, editor=make_editor(editor), text=text, recovery=recovery,
-                      recovery_positions=recovery_positions, ocr_limit=ocr_limit)
+                      recovery_positions=recovery_positions, ocr_limit=ocr_limit, schedule=schedule)
     samples, errors = load_audit_data(data, limit)
     models = load_models(model or ["zoo"])
     with progress_bar() as bar:
@@ -102,6 +102,10 @@ def run_audit_command(
     path = write_report(summary, out)
     for title, head, rows in all_tables(summary):
         print_table(title, head, rows)
+    if summary.get("schedule") == "union":
+        from mmaudit.report.markdown import UNION_NOTE
+
+        console.print(UNION_NOTE)
     if summary["errors"]:
         console.print(f"[yellow]{len(summary['errors'])} samples could not be audited; see report.md[/yellow]")
     console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}  report: {path}")
@@ -131,12 +135,15 @@ def audit(
     recovery: int = typer.Option(40, help="Layer recovery on the first N End-PGD flips per model (0: off)."),
     recovery_positions: str = typer.Option("image", help="Positions patched in layer recovery: image or prompt."),
     ocr_limit: int = typer.Option(48, help="Chart/document samples for the OCR evidence check (0: off)."),
+    schedule: str = typer.Option("full", help="full: every attack on all of C; union: AutoAttack-style, each pixel "
+                                 "attack only on what earlier ones left (R0/R+/δ exact, fewer passes)."),
 ) -> None:
     """FusionAudit: clean pass, both pathways on the clean-correct set, R0/R+/delta, RUG, OAR, layer recovery."""
     if ctx.invoked_subcommand is not None:
         return
     run_audit_command(model, data, attacks, eps, steps, alpha, seed, limit, batch, paper_protocol, downscale, n_boot,
-                      out, typo_position, max_chars, editor, oar_layers, recovery, recovery_positions, ocr_limit)
+                      out, typo_position, max_chars, editor, oar_layers, recovery, recovery_positions, ocr_limit,
+                      schedule)
 
 
 @audit_app.command("sweep")

@@ -17,6 +17,10 @@ INTRO = ("Clean: % of all questions answered correctly. Attack columns (ASR), R0
          "resampled).")
 
 
+UNION_NOTE = ("Union schedule (AutoAttack-style): End-PGD ran on all of C, Vis-PGD on what End-PGD left, MANTIS on "
+              "what both left. R0, R+ and δ are exact; the Vis-PGD and MANTIS columns are lower bounds.")
+
+
 def _md_table(title: str, head: list[str], rows: list[list[str]]) -> list[str]:
     return ["", f"## {html.escape(title)}", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)] + \
         ["| " + " | ".join(html.escape(c) for c in row) + " |" for row in rows]
@@ -25,6 +29,8 @@ def _md_table(title: str, head: list[str], rows: list[list[str]]) -> list[str]:
 def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Path:
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     lines = ["# FusionAudit report", "", INTRO.format(**summary["bootstrap"])] + (notes or [])
+    if summary.get("schedule") == "union":
+        lines += ["", UNION_NOTE]
     for title, head, rows in all_tables(summary):
         lines += _md_table(title, head, rows)
     if summary["ranking"]:

@@ -45,10 +45,12 @@ def risk_summary(store: RunStore, attack_params: dict[str, dict] | None, n_boot:
     rows = [model_summary(m, baselines, enhanced) for m in models]
     passes: dict[str, list[int]] = defaultdict(list)
     failed: dict[str, int] = defaultdict(int)
+    schedule = "full"
     for r in store.records("attack"):
         if wanted(r, attack_params):
             passes[r["attack"]].append(r["passes"])
             failed[r["attack"]] += bool(r.get("error"))
+            schedule = r["params"].get("schedule", schedule)
     metrics = {f"asr_{a}": (lambda m, a=a: m.flipped[a]) for a in attacks}
     metrics["r0"] = lambda m: union(m, baselines)
     metrics["r_plus"] = lambda m: union(m, attacks)
@@ -66,7 +68,7 @@ def risk_summary(store: RunStore, attack_params: dict[str, dict] | None, n_boot:
                                  {r["model"]: r["r_plus"] for r in rows})
     return {
         "attacks": attacks, "baselines": baselines, "enhanced": {e: list(b) for e, b in enhanced.items()},
-        "models": rows, "levels": levels, "ranking": ranking,
+        "models": rows, "levels": levels, "ranking": ranking, "schedule": schedule,
         "mean_passes": {a: float(np.mean(v)) for a, v in passes.items() if a in ATTACK_COST},
         "edit_failures": {a: n for a, n in failed.items() if n},
     }
