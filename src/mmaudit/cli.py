@@ -17,7 +17,7 @@ app.add_typer(zoo_app, name="zoo")
 app.add_typer(data_app, name="data")
 bench_app = typer.Typer(no_args_is_help=True, help="QIMG-7 + SATR: polluted multimodal RAG.")
 app.add_typer(bench_app, name="bench")
-from mmaudit.cli_common import LEVELS, console, progress_bar  # noqa: E402
+from mmaudit.cli_common import LEVELS, console, print_table, progress_bar, progress_callback  # noqa: E402
 
 
 def zoo_accuracy(levels: list[str], n: int, seed: int, show_progress: bool = True) -> dict[str, dict[str, float]]:
@@ -119,6 +119,66 @@ def bench_score(
         table.add_row(r["method"], *[f"{100 * r[k]:.1f}" for k in ("tc", "tp", "drop", "balanced")],
                       ", ".join(r["datasets"]))
     console.print(table)
+
+
+@bench_app.command("build")
+def bench_build(
+    inputs: Path = typer.Option(None, help="JSONL of questions with clean evidence; default: the bundled mini set."),
+    passages: Path = typer.Option(None, help="CSV pool of passages (question_idx, question, title, snippet, url)."),
+    images: Path = typer.Option(None, help="CSV pool of images (release columns + image_path), with --passages."),
+    out: Path = typer.Option(Path("runs/bench"), help="Benchmark folder (regime JSONL, pool CSV, images, drops)."),
+    limit: int = typer.Option(None, help="Evaluation cap: keep the first N usable questions."),
+    family_seed: int = typer.Option(42, help="Seed of the text-pollution family preassignment."),
+    seed: int = typer.Option(0, help="Seed of the image operators (donors, patch start)."),
+    ontopic: float = typer.Option(0.3, help="On-topic threshold (cosine, all-MiniLM-L6-v2); negative: off."),
+    patch_steps: int = typer.Option(60, help="Adversarial-patch PGD steps."),
+    style_steps: int = typer.Option(80, help="Style-transfer optimisation steps."),
+) -> None:
+    """Build a QIMG-7-style benchmark: 16 regimes per question, seven image pollutions, text pollution."""
+    from mmaudit.rag.build import BuildConfig, build_benchmark
+    from mmaudit.rag.build_inputs import read_csv_pools, read_questions
+
+    if passages is not None or images is not None:
+        if passages is None or images is None:
+            raise typer.BadParameter("--passages and --images go together")
+        items = read_csv_pools(passages, images)
+    elif inputs is None:
+        from mmaudit.rag.mini import mini_inputs
+
+        items = mini_inputs()
+    else:
+        items = read_questions(inputs)
+    check = None
+    if ontopic >= 0:
+        from mmaudit.rag.ontopic import OnTopic
+
+        check = OnTopic(threshold=ontopic)
+    with progress_bar() as bar:
+        cfg = BuildConfig(family_seed=family_seed, seed=seed, limit=limit, ontopic=check, patch_steps=patch_steps,
+                          style_steps=style_steps)
+        summary = build_benchmark(items, out, cfg, progress=progress_callback(bar))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    c = summary["counts"]
+    print_table("Construction and selection counts (Table 11)", ["stage", "count"], [
+        ["initial candidate questions", str(c["initial"])], ["removed: bad input", str(c["removed_input"])],
+        ["removed: no clean image evidence", str(c["removed_no_clean_image"])],
+        ["removed: no polluted image evidence", str(c["removed_no_polluted_image"])],
+        ["removed during preprocessing validation", str(c["removed_preprocessing"])],
+        ["removed: unusable packaged image", str(c["removed_unusable_image"])], ["usable", str(c["usable"])],
+        ["not selected (cap)", str(c["not_selected_cap"])], ["final", str(c["final"])]], left=("stage",))
+    fams = sorted({f for v in summary["families"].values() for f in v})
+    print_table("Text-pollution families (Table 9)", ["dataset", "N"] + fams,
+                [[ds, str(sum(v.values()))] + [str(v.get(f, 0)) for f in fams]
+                 for ds, v in summary["families"].items()], left=("dataset",))
+    print_table("Image operators", ["operator", "applied", "method", "mean |Δpixel|"],
+                [[a, str(o["applied"]), ", ".join(o["methods"]), f"{o['mean_abs_change']:.1f}"]
+                 for a, o in summary["operators"].items()], left=("operator", "method"))
+    if summary["drops"]:
+        print_table("Dropped", ["qid", "stage", "reason"], [[str(d["qid"]), d["stage"], d["reason"]]
+                                                          for d in summary["drops"]], left=("qid", "stage", "reason"))
+    console.print(f"{summary['questions']} questions x {summary['regimes_per_question']} regimes = "
+                  f"{summary['rows']} rows -> {', '.join(summary['files'])}; drops: {out / 'drops.csv'}"
+                  + ("" if summary["ontopic_check"] else " (on-topic check off)"))
 
 
 @app.command()

@@ -49,19 +49,24 @@ class GenerativeEditor:
     def params(self) -> dict:
         return {"editor": self.name, "prompt": self.prompt, "threshold": self.threshold, "max_area": self.max_area}
 
-    def add_text(self, sample: Sample, text: str) -> Edit:
-        original = sample.image
-        out = self.backend(Image.fromarray(original), self.prompt.format(text=text)).convert("RGB")
-        if out.size != (original.shape[1], original.shape[0]):
-            out = out.resize((original.shape[1], original.shape[0]), Image.BICUBIC)
+    def edit(self, image: np.ndarray, prompt: str, sample_id: str | None = None) -> tuple[np.ndarray, Box]:
+        """Any instruction: the backend's result, kept only inside the box of what it changed."""
+        out = self.backend(Image.fromarray(image), prompt).convert("RGB")
+        if out.size != (image.shape[1], image.shape[0]):
+            out = out.resize((image.shape[1], image.shape[0]), Image.BICUBIC)
         edited = np.asarray(out, dtype=np.uint8)
-        box = changed_box(original, edited, self.threshold)
+        box = changed_box(image, edited, self.threshold)
         if box is None:
-            raise InputError(sample.id, "image", f"editor {self.name!r} changed nothing")
-        area = (box[2] - box[0]) * (box[3] - box[1]) / (original.shape[0] * original.shape[1])
+            raise InputError(sample_id, "image", f"editor {self.name!r} changed nothing")
+        area = (box[2] - box[0]) * (box[3] - box[1]) / (image.shape[0] * image.shape[1])
         if area > self.max_area:
-            raise InputError(sample.id, "image", f"editor {self.name!r} changed {area:.0%} of the image")
-        return Edit(paste_box(original, edited, box), text, box, {"editor": self.name, "changed_area": area})
+            raise InputError(sample_id, "image", f"editor {self.name!r} changed {area:.0%} of the image")
+        return paste_box(image, edited, box), box
+
+    def add_text(self, sample: Sample, text: str) -> Edit:
+        image, box = self.edit(sample.image, self.prompt.format(text=text), sample.id)
+        area = (box[2] - box[0]) * (box[3] - box[1]) / (image.shape[0] * image.shape[1])
+        return Edit(image, text, box, {"editor": self.name, "changed_area": area})
 
 
 def diffusers_backend(model: str | None = None, pipeline=None, device: str = "cuda", **call_kwargs) -> Backend:
