@@ -19,3 +19,23 @@ def zoo():
     from mmaudit.models.zoo.adapter import load_zoo
 
     return {level: load_zoo(level) for level in ("L1", "L2", "L3")}
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2():
+    pytest.importorskip("transformers")
+    from mmaudit.models.hf.qwen2_5_vl import Qwen2_5_VLAdapter
+    from mmaudit.models.hf.tiny import tiny_qwen2_vl
+
+    model, tok, ip = tiny_qwen2_vl(seed=0)
+    return Qwen2_5_VLAdapter(model, tok, ip, name="tiny-qwen2-vl", level="L2")
+
+
+@pytest.fixture(scope="session")
+def tiny_llava():
+    pytest.importorskip("transformers")
+    from mmaudit.models.hf.llava import LlavaAdapter
+    from mmaudit.models.hf.tiny import tiny_llava
+
+    model, tok, ip = tiny_llava(seed=0)
+    return LlavaAdapter(model, tok, ip, name="tiny-llava-1.5", level="L1")

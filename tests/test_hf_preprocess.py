@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import torch
 
 
@@ -22,3 +23,35 @@ def test_saved_tiny_checkpoint_loads_offline(tmp_path):
     vlm = load_hf(path, level="L2", dtype="float32")
     x = torch.rand(1, 3, 56, 56)
     assert isinstance(vlm.generate(x, ["what ?"], max_new_tokens=3)[0], str)
+
+
+def test_audit_runs_end_to_end_on_a_saved_tiny_qwen2_vl(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from mmaudit.cli import app
+    from mmaudit.models.hf.tiny import save_tiny_qwen2_5_vl, tiny_qwen2_vl
+
+    path = save_tiny_qwen2_5_vl(tmp_path / "tiny2", build=tiny_qwen2_vl)
+    res = CliRunner().invoke(app, ["audit", "--model", f"{path}@L2", "--data", "synthetic:2", "--steps", "2",
+                                   "--n-boot", "50", "--ocr-limit", "0", "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["models"][0]["level"] == "L2" and summary["models"][0]["n"] == 6
+
+
+def test_llava_preprocessing_equals_family_processor(tiny_llava):
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 256, size=(28, 28, 3), dtype=np.uint8)  # native size: no resampling involved
+    ref = tiny_llava.image_processor(images=[img], return_tensors="pt")["pixel_values"]
+    ours, grids = tiny_llava.preprocess([torch.from_numpy(img).permute(2, 0, 1).float() / 255])
+    assert torch.equal(ours["pixel_values"], ref)
+    # resize + centre crop: torch's antialiased bicubic vs PIL's, a small documented difference
+    img = rng.integers(0, 256, size=(40, 56, 3), dtype=np.uint8)
+    ref = tiny_llava.image_processor(images=[img], return_tensors="pt")["pixel_values"]
+    ours, grids = tiny_llava.preprocess([torch.from_numpy(img).permute(2, 0, 1).float() / 255])
+    assert (ours["pixel_values"] - ref).abs().max() < 0.15
+    g = grids[0]  # 40x56 -> 28x39 (scale 0.7), crop columns 5..33: the tokens see x in [5/0.7, 33/0.7)
+    assert (g.rows, g.cols) == (2, 2) and g.x0 == pytest.approx(5 / 0.7) and g.width == pytest.approx(40.0)
+    assert g.region_to_patches((0, 0, 7, 40)) == [] and g.region_to_patches((30, 25, 40, 30)) == [3]

@@ -8,14 +8,15 @@ from mmaudit.data.synthetic import make_sample
 from mmaudit.errors import InputError
 from mmaudit.models.vlm import VLM, PatchGrid
 
-ADAPTERS = ["zoo-L1", "zoo-L2", "zoo-L3", "tiny-qwen2.5-vl"]
+ADAPTERS = ["zoo-L1", "zoo-L2", "zoo-L3", "tiny-qwen2.5-vl", "tiny-qwen2-vl", "tiny-llava"]
+HF_FIXTURES = {"tiny-qwen2.5-vl": "tiny_qwen", "tiny-qwen2-vl": "tiny_qwen2", "tiny-llava": "tiny_llava"}
 
 
 @pytest.fixture(params=ADAPTERS)
 def vlm(request):
     if request.param.startswith("zoo"):
         return request.getfixturevalue("zoo")[request.param[-2:]]
-    return request.getfixturevalue("tiny_qwen")
+    return request.getfixturevalue(HF_FIXTURES[request.param])
 
 
 def batch(n=3):
@@ -111,3 +112,16 @@ def test_patch_grid_region_mapping_on_known_grid():
     assert g.region_to_patches((16, 16, 48, 32)) == [5, 6]
     assert g.region_to_patches((8, 0, 24, 8)) == [0, 1]
     assert g.region_to_patches((60, 60, 64, 64)) == [15]
+
+
+def test_end_pgd_lowers_the_correct_answers_logprob_in_5_steps(vlm):
+    from mmaudit.models.vlm import pixels
+    from mmaudit.pathways.pixel import EndPGD
+
+    samples, images = batch(2)
+    prompts, answers = [s.question for s in samples], [s.answer for s in samples]
+    res = EndPGD(steps=5, early_stop=False, random_start=False)(vlm, samples)
+    with torch.no_grad():
+        before = vlm.score(images, prompts, answers).sequence_logprob()
+        after = vlm.score(pixels(res.adv_uint8), prompts, answers).sequence_logprob()
+    assert (after < before).all(), (before, after)

@@ -44,8 +44,10 @@ def load_models(specs: list[str]):
     return models
 
 
-def load_audit_data(spec: str, limit: int | None):
-    """'synthetic' (the bundled set), 'synthetic:N' (N per task family) or a JSONL path."""
+def load_audit_data(spec: str, limit: int | None, select: int | None = None, seed: int = 0):
+    """'synthetic[:N]' (the bundled set, N per task family), a JSONL path, or comma-separated
+    'chartqa:FILE.json', 'docvqa:FILE.json', 'mme:DIR' sources (``select``: a balanced seeded draw)."""
+    from mmaudit.data import loaders
     from mmaudit.data.io import iter_jsonl
     from mmaudit.data.synthetic import FAMILIES, synthetic_set
     from mmaudit.errors import InputError
@@ -54,9 +56,17 @@ def load_audit_data(spec: str, limit: int | None):
         n = int(spec.split(":", 1)[1]) if ":" in spec else 32
         samples, errors = synthetic_set(n, seed=10_000, families=FAMILIES), []
     else:
-        items = list(iter_jsonl(Path(spec)))
-        samples = [x for x in items if not isinstance(x, InputError)]
-        errors = [x for x in items if isinstance(x, InputError)]
+        readers = {"chartqa": loaders.load_chartqa, "docvqa": loaders.load_docvqa, "mme": loaders.load_mme}
+        items: dict[str, list] = {}
+        for part in spec.split(","):
+            kind, _, path = part.partition(":")
+            if kind in readers and path:
+                items[kind] = list(readers[kind](Path(path)))
+            else:
+                items.setdefault("jsonl", []).extend(iter_jsonl(Path(part)))
+        errors = [x for v in items.values() for x in v if isinstance(x, InputError)]
+        by = {k: [x for x in v if not isinstance(x, InputError)] for k, v in items.items()}
+        samples = loaders.select_balanced(by, select, seed) if select else [s for v in by.values() for s in v]
     if limit is not None:
         samples = samples[:limit]
     return samples, errors
@@ -83,6 +93,7 @@ def run_audit_command(
     paper_protocol: bool = False, downscale: int | None = None, n_boot: int = 10_000, out: Path = Path("runs/audit"),
     typo_position: str = "bottom", max_chars: int = 16, editor: str = "layout", oar_layers: str | None = None,
     recovery: int = 40, recovery_positions: str = "image", ocr_limit: int = 48, schedule: str = "full",
+    select: int | None = None,
 ) -> dict:
     """The whole audit: run (resumable), summarise from the store, print every table, write report.md."""
     from mmaudit.audit import AuditConfig, attack_params, run_audit
@@ -94,7 +105,7 @@ def run_audit_command(
                       batch=batch, early_stop=not paper_protocol, downscale=downscale, typo_position=typo_position,
                       max_chars=max_chars, editor=make_editor(editor), text=text, recovery=recovery,
                       recovery_positions=recovery_positions, ocr_limit=ocr_limit, schedule=schedule)
-    samples, errors = load_audit_data(data, limit)
+    samples, errors = load_audit_data(data, limit, select, seed)
     models = load_models(model or ["zoo"])
     with progress_bar() as bar:
         store = run_audit(models, samples, out, cfg, errors=errors, progress=progress_callback(bar))
@@ -116,7 +127,10 @@ def run_audit_command(
 def audit(
     ctx: typer.Context,
     model: list[str] = typer.Option(["zoo"], help="'zoo', 'zoo:L2', or a local HF checkpoint (append @L1/@L2/@L3)."),
-    data: str = typer.Option("synthetic", help="'synthetic', 'synthetic:N' (per family) or a JSONL of samples."),
+    data: str = typer.Option("synthetic", help="'synthetic[:N]', a JSONL of samples, or 'chartqa:FILE.json,"
+                             "docvqa:FILE.json,mme:DIR'."),
+    select: int = typer.Option(None, help="A balanced seeded draw of N questions over the data sources (paper: "
+                               "1500)."),
     attacks: str = typer.Option(ALL, help="Comma-separated attacks of both pathways."),
     eps: str = typer.Option("8/255", help="L-infinity radius in [0, 1] pixel units, e.g. 8/255."),
     steps: int = typer.Option(40, help="PGD steps."),
@@ -143,7 +157,7 @@ def audit(
         return
     run_audit_command(model, data, attacks, eps, steps, alpha, seed, limit, batch, paper_protocol, downscale, n_boot,
                       out, typo_position, max_chars, editor, oar_layers, recovery, recovery_positions, ocr_limit,
-                      schedule)
+                      schedule, select)
 
 
 @audit_app.command("sweep")

@@ -47,17 +47,20 @@ class AnswerScores:
 
 @dataclass(frozen=True)
 class PatchGrid:
-    """How image tokens tile the raw input image: ``rows x cols`` cells, row-major."""
+    """How image tokens tile the raw input image: ``rows x cols`` cells, row-major, over the
+    ``height x width`` window at (``x0``, ``y0``) (the whole image unless the family crops)."""
 
     rows: int
     cols: int
-    height: int
-    width: int
+    height: float
+    width: float
+    x0: float = 0.0
+    y0: float = 0.0
 
     def patch_box(self, index: int) -> tuple[float, float, float, float]:
         r, c = divmod(index, self.cols)
         ph, pw = self.height / self.rows, self.width / self.cols
-        return (c * pw, r * ph, (c + 1) * pw, (r + 1) * ph)
+        return (self.x0 + c * pw, self.y0 + r * ph, self.x0 + (c + 1) * pw, self.y0 + (r + 1) * ph)
 
     def region_to_patches(self, box: Sequence[float], min_overlap: float = 0.0) -> list[int]:
         """Indices of patches whose area overlaps ``box`` (x0, y0, x1, y1) by more than ``min_overlap``."""

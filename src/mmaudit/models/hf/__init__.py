@@ -2,24 +2,38 @@
 
 from __future__ import annotations
 
+from importlib import import_module
 from pathlib import Path
 
-FAMILIES = {"qwen2_5_vl": "Qwen2_5_VLAdapter", "qwen2_vl": "Qwen2_5_VLAdapter"}
+# model_type -> (adapter "module:Class", PIL image processor "module:Class"); the PIL processors
+# need no torchvision, and the adapters redo their work in torch.
+_QWEN_IP = "transformers.models.qwen2_vl.image_processing_pil_qwen2_vl:Qwen2VLImageProcessorPil"
+FAMILIES = {
+    "qwen2_5_vl": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
+    "qwen2_vl": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
+    "llava": ("mmaudit.models.hf.llava:LlavaAdapter",
+              "transformers.models.llava.image_processing_pil_llava:LlavaImageProcessorPil"),
+}
+
+
+def _load(spec: str):
+    module, _, name = spec.partition(":")
+    return getattr(import_module(module), name)
 
 
 def load_hf(path: str | Path, level: str | None = None, dtype: str = "auto", device_map: str | dict | None = None):
-    """Load a local or hub checkpoint and wrap it in its family's adapter."""
+    """Load a local or hub checkpoint (or one of the paper's 18 by short name) in its family's adapter."""
     from transformers import AutoConfig, AutoModelForImageTextToText, AutoTokenizer
 
-    cfg = AutoConfig.from_pretrained(path)
-    family = cfg.model_type
+    from mmaudit.models.hf.registry import check_supported
+
+    entry = check_supported(str(path))
+    if entry is not None:
+        path, level = entry.hub_id, level or entry.level
+    family = AutoConfig.from_pretrained(path).model_type
     if family not in FAMILIES:
         raise NotImplementedError(f"model family {family!r} is not supported yet (supported: {sorted(FAMILIES)})")
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-
-    from mmaudit.models.hf.qwen2_5_vl import Qwen2_5_VLAdapter
-
+    adapter, processor = (_load(s) for s in FAMILIES[family])
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, device_map=device_map)
-    tok = AutoTokenizer.from_pretrained(path)
-    ip = Qwen2VLImageProcessorPil.from_pretrained(path)
-    return Qwen2_5_VLAdapter(model, tok, ip, name=str(path), level=level)
+    return adapter(model, AutoTokenizer.from_pretrained(path), processor.from_pretrained(path), name=str(path),
+                   level=level)

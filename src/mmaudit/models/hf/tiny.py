@@ -15,41 +15,94 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "
 CHARS = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789?:.,!'\n -")
 
 
-def char_tokenizer():
-    """A character-level fast tokenizer carrying Qwen's special tokens."""
+def char_tokenizer(specials: list[str] | None = None, eos: str = "<|im_end|>", pad: str = "<|endoftext|>"):
+    """A character-level fast tokenizer carrying the family's special tokens (Qwen's by default)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {t: i for i, t in enumerate(SPECIALS + CHARS)}
-    tk = Tokenizer(models.WordLevel(vocab, unk_token="<|endoftext|>"))
+    specials = specials or SPECIALS
+    vocab = {t: i for i, t in enumerate(specials + CHARS)}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token=pad))
     tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
     tk.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    tok.add_special_tokens({"additional_special_tokens": SPECIALS})
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token=eos, pad_token=pad)
+    tok.add_special_tokens({"additional_special_tokens": specials})
     return tok
 
 
-def tiny_qwen2_5_vl(seed: int = 0):
-    """(model, tokenizer, image_processor) of a ~0.2M-parameter Qwen2.5-VL."""
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+LLAVA_SPECIALS = ["<pad>", "<s>", "</s>", "<image>"]
 
-    tok = char_tokenizer()
+
+def tiny_llava(seed: int = 0):
+    """(model, tokenizer, image_processor) of a tiny LLaVA-1.5 (CLIP tower 28 px / patch 14, Llama decoder)."""
+    from transformers import LlavaConfig, LlavaForConditionalGeneration
+    from transformers.models.llava.image_processing_pil_llava import LlavaImageProcessorPil
+
+    tok = char_tokenizer(LLAVA_SPECIALS, eos="</s>", pad="<pad>")
+    ids = {t: tok.convert_tokens_to_ids(t) for t in LLAVA_SPECIALS}
+    cfg = LlavaConfig(
+        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, image_size=28, patch_size=14, projection_dim=32),
+        text_config=dict(model_type="llama", vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=512, bos_token_id=ids["<s>"], eos_token_id=ids["</s>"],
+                         pad_token_id=ids["<pad>"]),
+        image_token_id=ids["<image>"], vision_feature_layer=-2, vision_feature_select_strategy="default",
+    )
+    torch.manual_seed(seed)
+    model = LlavaForConditionalGeneration(cfg).eval()
+    model.generation_config.eos_token_id = ids["</s>"]
+    model.generation_config.pad_token_id = ids["<pad>"]
+    model.generation_config.bos_token_id = ids["<s>"]
+    ip = LlavaImageProcessorPil(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
+                                image_mean=[0.48145466, 0.4578275, 0.40821073],
+                                image_std=[0.26862954, 0.26130258, 0.27577711])
+    return model, tok, ip
+
+
+def _qwen_common(tok) -> dict:
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIALS}
-    cfg = Qwen2_5_VLConfig(
-        text_config=dict(
+    return {
+        "text_config": dict(
             vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=512,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
             bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
         ),
+        "image_token_id": ids["<|image_pad|>"], "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"], "vision_end_token_id": ids["<|vision_end|>"],
+    }
+
+
+def tiny_qwen2_vl(seed: int = 0):
+    """(model, tokenizer, image_processor) of a ~0.2M-parameter Qwen2-VL (same image path as Qwen2.5-VL)."""
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+
+    tok = char_tokenizer()
+    cfg = Qwen2VLConfig(vision_config=dict(depth=2, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2),
+                        **_qwen_common(tok))
+    torch.manual_seed(seed)
+    return _finish(Qwen2VLForConditionalGeneration(cfg).eval(), tok)
+
+
+def tiny_qwen2_5_vl(seed: int = 0):
+    """(model, tokenizer, image_processor) of a ~0.2M-parameter Qwen2.5-VL."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    tok = char_tokenizer()
+    cfg = Qwen2_5_VLConfig(
         vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
                            fullatt_block_indexes=[1], window_size=56),
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        **_qwen_common(tok),
     )
     torch.manual_seed(seed)
-    model = Qwen2_5_VLForConditionalGeneration(cfg).eval()
+    return _finish(Qwen2_5_VLForConditionalGeneration(cfg).eval(), tok)
+
+
+def _finish(model, tok):
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIALS}
     model.generation_config.eos_token_id = ids["<|im_end|>"]
     model.generation_config.pad_token_id = ids["<|endoftext|>"]
     model.generation_config.bos_token_id = ids["<|endoftext|>"]
@@ -57,10 +110,10 @@ def tiny_qwen2_5_vl(seed: int = 0):
     return model, tok, image_processor
 
 
-def save_tiny_qwen2_5_vl(path: str | Path, seed: int = 0) -> Path:
-    """Write a tiny Qwen2.5-VL checkpoint in the usual HF layout."""
+def save_tiny_qwen2_5_vl(path: str | Path, seed: int = 0, build=None) -> Path:
+    """Write a tiny Qwen2.5-VL (or ``build``'s) checkpoint in the usual HF layout."""
     path = Path(path)
-    model, tok, ip = tiny_qwen2_5_vl(seed)
+    model, tok, ip = (build or tiny_qwen2_5_vl)(seed)
     model.save_pretrained(path)
     tok.save_pretrained(path)
     ip.save_pretrained(path)

@@ -1,0 +1,70 @@
+"""LLaVA-1.5 behind the VLM protocol: CLIP preprocessing in torch, one image token per kept patch.
+
+The family processor resizes the shortest edge to the crop size (bicubic),
+centre-crops a square and normalises with CLIP's mean and std; the vision tower
+drops the CLS token (``vision_feature_select_strategy="default"``), so the
+prompt carries (size / patch)^2 image tokens. The patch grid covers only the
+centre crop, which is what the tokens see.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from mmaudit.models.hf.base import HFAdapter
+from mmaudit.models.vlm import PatchGrid
+
+
+class LlavaAdapter(HFAdapter):
+    level = "L1"
+
+    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None) -> None:
+        super().__init__(model, tokenizer, image_processor, name, level)
+        ip = image_processor
+        crop = ip.crop_size
+        self.size = int(crop["height"] if isinstance(crop, dict) else crop.height)
+        self.patch = int(model.config.vision_config.patch_size)
+        self.mean = torch.tensor(ip.image_mean).view(3, 1, 1)
+        self.std = torch.tensor(ip.image_std).view(3, 1, 1)
+        strategy = model.config.vision_feature_select_strategy
+        self.n_tokens = (self.size // self.patch) ** 2 + (1 if strategy == "full" else 0)
+
+    @property
+    def vision_module(self):
+        return self.model.model.vision_tower
+
+    @property
+    def decoder_layers(self):
+        return list(self.model.model.language_model.layers)
+
+    @property
+    def image_token_id(self) -> int:
+        return int(self.model.config.image_token_id)
+
+    def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
+        out, grids = [], []
+        s = self.size
+        for im in images:
+            _, h, w = im.shape
+            scale = s / min(h, w)
+            rh, rw = max(s, round(h * scale)), max(s, round(w * scale))
+            x = im
+            if (rh, rw) != (h, w):
+                x = F.interpolate(x[None], size=(rh, rw), mode="bicubic", align_corners=False, antialias=True)[0]
+            top, left = (rh - s) // 2, (rw - s) // 2
+            x = x[:, top : top + s, left : left + s]
+            out.append((x - self.mean.to(x)) / self.std.to(x))
+            g = s // self.patch
+            grids.append(PatchGrid(g, g, s / scale, s / scale, left / scale, top / scale))
+        dtype = next(self.vision_module.parameters()).dtype
+        return {"pixel_values": torch.stack(out).to(dtype)}, grids
+
+    def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
+        image = self.tokenizer.convert_ids_to_tokens(self.image_token_id) * self.n_tokens
+        return f"USER: {image}\n{question} ASSISTANT:"
+
+    def image_features(self, image_inputs: dict) -> torch.Tensor:
+        out = self.model.get_image_features(pixel_values=image_inputs["pixel_values"])
+        feats = out.pooler_output if hasattr(out, "pooler_output") else out
+        return torch.stack(list(feats)) if isinstance(feats, (list, tuple)) else feats
