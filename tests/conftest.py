@@ -39,3 +39,23 @@ def tiny_llava():
 
     model, tok, ip = tiny_llava(seed=0)
     return LlavaAdapter(model, tok, ip, name="tiny-llava-1.5", level="L1")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3():
+    pytest.importorskip("transformers")
+    from mmaudit.models.hf.qwen2_5_vl import Qwen2_5_VLAdapter
+    from mmaudit.models.hf.tiny import tiny_qwen3_vl
+
+    model, tok, ip = tiny_qwen3_vl(seed=0)
+    return Qwen2_5_VLAdapter(model, tok, ip, name="tiny-qwen3-vl", level="L3")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen35():
+    pytest.importorskip("transformers")
+    from mmaudit.models.hf.qwen2_5_vl import Qwen2_5_VLAdapter
+    from mmaudit.models.hf.tiny import tiny_qwen3_5
+
+    model, tok, ip = tiny_qwen3_5(seed=0)
+    return Qwen2_5_VLAdapter(model, tok, ip, name="tiny-qwen3.5", level="L3")

@@ -3,16 +3,19 @@ import pytest
 import torch
 
 
-def test_qwen_preprocessing_equals_family_processor(tiny_qwen):
+@pytest.mark.parametrize("fixture", ["tiny_qwen", "tiny_qwen2", "tiny_qwen3", "tiny_qwen35"])
+def test_qwen_preprocessing_equals_family_processor(fixture, request):
+    vlm = request.getfixturevalue(fixture)
+    f = vlm.patch * vlm.merge  # 28 for Qwen2/2.5-VL, 32 for Qwen3-VL/3.5
     rng = np.random.default_rng(0)
-    for h, w in [(56, 84), (112, 56)]:
+    for h, w in [(2 * f, 3 * f), (4 * f, 2 * f)]:
         img = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
-        ref = tiny_qwen.image_processor(images=[img], return_tensors="pt")
+        ref = vlm.image_processor(images=[img], return_tensors="pt")
         x = torch.from_numpy(img).permute(2, 0, 1).float() / 255
-        ours, grids = tiny_qwen.preprocess([x])
+        ours, grids = vlm.preprocess([x])
         assert torch.equal(ours["image_grid_thw"], ref["image_grid_thw"])
         assert torch.allclose(ours["pixel_values"], ref["pixel_values"], atol=1e-5)
-        assert (grids[0].rows, grids[0].cols) == (h // 28, w // 28)
+        assert (grids[0].rows, grids[0].cols) == (h // f, w // f)
 
 
 def test_saved_tiny_checkpoint_loads_offline(tmp_path):

@@ -8,8 +8,9 @@ from mmaudit.data.synthetic import make_sample
 from mmaudit.errors import InputError
 from mmaudit.models.vlm import VLM, PatchGrid
 
-ADAPTERS = ["zoo-L1", "zoo-L2", "zoo-L3", "tiny-qwen2.5-vl", "tiny-qwen2-vl", "tiny-llava"]
-HF_FIXTURES = {"tiny-qwen2.5-vl": "tiny_qwen", "tiny-qwen2-vl": "tiny_qwen2", "tiny-llava": "tiny_llava"}
+HF_FIXTURES = {"tiny-qwen2.5-vl": "tiny_qwen", "tiny-qwen2-vl": "tiny_qwen2", "tiny-llava": "tiny_llava",
+               "tiny-qwen3-vl": "tiny_qwen3", "tiny-qwen3.5": "tiny_qwen35"}
+ADAPTERS = ["zoo-L1", "zoo-L2", "zoo-L3", *HF_FIXTURES]
 
 
 @pytest.fixture(params=ADAPTERS)

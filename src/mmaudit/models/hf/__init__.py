@@ -11,6 +11,8 @@ _QWEN_IP = "transformers.models.qwen2_vl.image_processing_pil_qwen2_vl:Qwen2VLIm
 FAMILIES = {
     "qwen2_5_vl": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
     "qwen2_vl": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
+    "qwen3_vl": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
+    "qwen3_5": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
     "llava": ("mmaudit.models.hf.llava:LlavaAdapter",
               "transformers.models.llava.image_processing_pil_llava:LlavaImageProcessorPil"),
 }

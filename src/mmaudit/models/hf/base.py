@@ -191,9 +191,17 @@ class HFAdapter:
         with replace_hidden(self.decoder_layers[layer], positions, values):
             return self.generate(images, prompts, max_new_tokens)
 
+    def attention_layers(self) -> list[int]:
+        """Decoder layers that have softmax attention (hybrid models such as Qwen3.5 mix in linear layers)."""
+        text = getattr(self.model.config, "text_config", self.model.config)
+        types = getattr(text, "layer_types", None) or []
+        return [i for i in range(len(self.decoder_layers)) if i >= len(types) or types[i] != "linear_attention"]
+
     def attentions(self, images, prompts: list[str], layers: Sequence[int] | None = None) -> list[torch.Tensor]:
-        n = len(self.decoder_layers)
-        layers = list(layers) if layers is not None else list(range(n // 2, n))
+        usable = self.attention_layers()
+        layers = list(layers) if layers is not None else usable[len(usable) // 2 :]
+        if any(i not in usable for i in layers):
+            raise ValueError(f"layers {layers} include some without softmax attention; these have it: {usable}")
         enc = self.encode(images, prompts)
         previous = self.model.config._attn_implementation
         self.model.set_attn_implementation("eager")
@@ -202,7 +210,9 @@ class HFAdapter:
                 out = self.model(**self._inputs(enc), output_attentions=True, use_cache=False)
         finally:
             self.model.set_attn_implementation(previous)
-        att = torch.stack([out.attentions[i].float().to(self.device) for i in layers]).mean(0).mean(1)
+        index = {layer: k for k, layer in enumerate(usable)} if len(out.attentions) < len(self.decoder_layers) else \
+            {layer: layer for layer in usable}  # the attentions tuple skips layers without softmax attention
+        att = torch.stack([out.attentions[index[i]].float().to(self.device) for i in layers]).mean(0).mean(1)
         result = []
         for b in range(len(prompts)):
             img = torch.nonzero(enc.input_ids[b] == self.image_token_id).flatten()

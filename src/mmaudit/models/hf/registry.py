@@ -36,12 +36,12 @@ PAPER_MODELS: tuple[Entry, ...] = (
     Entry("Gemma3-4B", "google/gemma-3-4b-it", "L2", "gemma3", False, _TODO),
     Entry("Gemma3-12B", "google/gemma-3-12b-it", "L2", "gemma3", False, _TODO),
     Entry("DeepSeek-VL-7B", "deepseek-ai/deepseek-vl-7b-chat", "L2", "multi_modality", False, _REMOTE),
-    Entry("Qwen3-VL-2B", "Qwen/Qwen3-VL-2B-Instruct", "L3", "qwen3_vl", False, _TODO),
-    Entry("Qwen3-VL-4B", "Qwen/Qwen3-VL-4B-Instruct", "L3", "qwen3_vl", False, _TODO),
-    Entry("Qwen3-VL-8B", "Qwen/Qwen3-VL-8B-Instruct", "L3", "qwen3_vl", False, _TODO),
-    Entry("Qwen3.5-2B", "Qwen/Qwen3.5-2B", "L3", "qwen3_5", False, _TODO),
-    Entry("Qwen3.5-4B", "Qwen/Qwen3.5-4B", "L3", "qwen3_5", False, _TODO),
-    Entry("Qwen3.5-9B", "Qwen/Qwen3.5-9B", "L3", "qwen3_5", False, _TODO),
+    Entry("Qwen3-VL-2B", "Qwen/Qwen3-VL-2B-Instruct", "L3", "qwen3_vl", True),
+    Entry("Qwen3-VL-4B", "Qwen/Qwen3-VL-4B-Instruct", "L3", "qwen3_vl", True),
+    Entry("Qwen3-VL-8B", "Qwen/Qwen3-VL-8B-Instruct", "L3", "qwen3_vl", True),
+    Entry("Qwen3.5-2B", "Qwen/Qwen3.5-2B", "L3", "qwen3_5", True),
+    Entry("Qwen3.5-4B", "Qwen/Qwen3.5-4B", "L3", "qwen3_5", True),
+    Entry("Qwen3.5-9B", "Qwen/Qwen3.5-9B", "L3", "qwen3_5", True),
     Entry("Gemma4-E4B", "google/gemma-4-e4b-it", "L3", "gemma4", False, _TODO),
 )
 BY_NAME = {e.name.lower(): e for e in PAPER_MODELS} | {e.hub_id.lower(): e for e in PAPER_MODELS}

@@ -60,15 +60,15 @@ def tiny_llava(seed: int = 0):
     return model, tok, ip
 
 
-def _qwen_common(tok) -> dict:
+def _qwen_common(tok, **text) -> dict:
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIALS}
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]} | text.pop("rope", {})
     return {
         "text_config": dict(
             vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=512,
-            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+            num_key_value_heads=2, max_position_embeddings=512, rope_parameters=rope,
             bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
-        ),
+        ) | text,
         "image_token_id": ids["<|image_pad|>"], "video_token_id": ids["<|video_pad|>"],
         "vision_start_token_id": ids["<|vision_start|>"], "vision_end_token_id": ids["<|vision_end|>"],
     }
@@ -99,14 +99,44 @@ def tiny_qwen2_5_vl(seed: int = 0):
     return _finish(Qwen2_5_VLForConditionalGeneration(cfg).eval(), tok)
 
 
-def _finish(model, tok):
+def tiny_qwen3_vl(seed: int = 0):
+    """A tiny Qwen3-VL: patch 16, DeepStack re-injection of two vision layers into the decoder (L3)."""
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    tok = char_tokenizer()
+    cfg = Qwen3VLConfig(vision_config=QWEN3_VISION | {"deepstack_visual_indexes": [0, 1]},
+                        **_qwen_common(tok, head_dim=16, rope={"mrope_interleaved": True}))
+    torch.manual_seed(seed)
+    return _finish(Qwen3VLForConditionalGeneration(cfg).eval(), tok, patch=16)
+
+
+def tiny_qwen3_5(seed: int = 0):
+    """A tiny Qwen3.5: hybrid decoder (three linear-attention layers, then one softmax layer)."""
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
+    tok = char_tokenizer()
+    text = dict(num_hidden_layers=4, head_dim=16, linear_key_head_dim=16, linear_value_head_dim=16,
+                linear_num_key_heads=2, linear_num_value_heads=4,
+                rope={"mrope_interleaved": True, "partial_rotary_factor": 1.0})
+    cfg = Qwen3_5Config(vision_config=QWEN3_VISION, **_qwen_common(tok, **text))
+    torch.manual_seed(seed)
+    return _finish(Qwen3_5ForConditionalGeneration(cfg).eval(), tok, patch=16)
+
+
+QWEN3_VISION = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=16,
+                    spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16)
+
+
+def _finish(model, tok, patch: int = 14):
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIALS}
     model.generation_config.eos_token_id = ids["<|im_end|>"]
     model.generation_config.pad_token_id = ids["<|endoftext|>"]
     model.generation_config.bos_token_id = ids["<|endoftext|>"]
-    image_processor = Qwen2VLImageProcessorPil(min_pixels=56 * 56, max_pixels=28 * 28 * 16)
+    f = patch * 2
+    kwargs = {} if patch == 14 else {"patch_size": patch, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
+    image_processor = Qwen2VLImageProcessorPil(min_pixels=f * f * 4, max_pixels=f * f * 16, merge_size=2, **kwargs)
     return model, tok, image_processor
 
 
