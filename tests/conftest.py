@@ -59,3 +59,13 @@ def tiny_qwen35():
 
     model, tok, ip = tiny_qwen3_5(seed=0)
     return Qwen2_5_VLAdapter(model, tok, ip, name="tiny-qwen3.5", level="L3")
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma3():
+    pytest.importorskip("transformers")
+    from mmaudit.models.hf.gemma3 import Gemma3Adapter
+    from mmaudit.models.hf.tiny import tiny_gemma3
+
+    model, tok, ip = tiny_gemma3(seed=0)
+    return Gemma3Adapter(model, tok, ip, name="tiny-gemma3", level="L2")

@@ -58,3 +58,10 @@ def test_llava_preprocessing_equals_family_processor(tiny_llava):
     g = grids[0]  # 40x56 -> 28x39 (scale 0.7), crop columns 5..33: the tokens see x in [5/0.7, 33/0.7)
     assert (g.rows, g.cols) == (2, 2) and g.x0 == pytest.approx(5 / 0.7) and g.width == pytest.approx(40.0)
     assert g.region_to_patches((0, 0, 7, 40)) == [] and g.region_to_patches((30, 25, 40, 30)) == [3]
+
+
+def test_gemma3_preprocessing_equals_family_processor(tiny_gemma3):
+    img = np.random.default_rng(1).integers(0, 256, size=(56, 56, 3), dtype=np.uint8)
+    ref = tiny_gemma3.image_processor(images=[img], return_tensors="pt")["pixel_values"]
+    ours, grids = tiny_gemma3.preprocess([torch.from_numpy(img).permute(2, 0, 1).float() / 255])
+    assert torch.equal(ours["pixel_values"], ref) and (grids[0].rows, grids[0].cols) == (2, 2)

@@ -13,6 +13,8 @@ FAMILIES = {
     "qwen2_vl": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
     "qwen3_vl": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
     "qwen3_5": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
+    "gemma3": ("mmaudit.models.hf.gemma3:Gemma3Adapter",
+               "transformers.models.gemma3.image_processing_pil_gemma3:Gemma3ImageProcessorPil"),
     "llava": ("mmaudit.models.hf.llava:LlavaAdapter",
               "transformers.models.llava.image_processing_pil_llava:LlavaImageProcessorPil"),
 }

@@ -31,6 +31,36 @@ def char_tokenizer(specials: list[str] | None = None, eos: str = "<|im_end|>", p
 
 
 LLAVA_SPECIALS = ["<pad>", "<s>", "</s>", "<image>"]
+GEMMA_SPECIALS = ["<pad>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>",
+                  "<image_soft_token>"]
+
+
+def tiny_gemma3(seed: int = 0):
+    """A tiny Gemma 3: SigLIP tower at 56 px / patch 14 (4 x 4 patches) pooled to 2 x 2 soft tokens."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    tok = char_tokenizer(GEMMA_SPECIALS, eos="<end_of_turn>", pad="<pad>")
+    ids = {t: tok.convert_tokens_to_ids(t) for t in GEMMA_SPECIALS}
+    cfg = Gemma3Config(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=56, patch_size=14, vision_use_head=False),
+        text_config=dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+                         sliding_window=64, bos_token_id=ids["<bos>"], eos_token_id=ids["<end_of_turn>"],
+                         pad_token_id=ids["<pad>"]),
+        mm_tokens_per_image=4, boi_token_index=ids["<start_of_image>"], eoi_token_index=ids["<end_of_image>"],
+        image_token_index=ids["<image_soft_token>"],
+    )
+    torch.manual_seed(seed)
+    model = Gemma3ForConditionalGeneration(cfg).eval()
+    with torch.no_grad():  # the projector starts at zero in a fresh Gemma 3; random weights need a live path
+        model.model.multi_modal_projector.mm_input_projection_weight.normal_(0, 0.2)
+    model.generation_config.eos_token_id = ids["<end_of_turn>"]
+    model.generation_config.pad_token_id = ids["<pad>"]
+    model.generation_config.bos_token_id = ids["<bos>"]
+    ip = Gemma3ImageProcessorPil(size={"height": 56, "width": 56}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    return model, tok, ip
 
 
 def tiny_llava(seed: int = 0):
