@@ -108,3 +108,18 @@ def test_audit_reads_the_datasets_own_formats(tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["models"][0]["n"] == 3 and len(summary["errors"]) == 1
     assert summary["errors"][0]["sample"] == "chartqa:test_human.json:3"
+
+
+def test_docvqa_answers_are_all_accepted_by_the_judge(tmp_path):
+    from mmaudit.judge.match import Judge
+    from mmaudit.pathways.wrong import wrong_answer
+
+    png(tmp_path / "documents" / "d1.png")
+    data = {"data": [{"questionId": 1, "question": "Date?", "answers": ["1 May 1999", "May 1, 1999"],
+                      "image": "documents/d1.png"}]}
+    (tmp_path / "a.json").write_text(json.dumps(data))
+    (s,) = load_docvqa(tmp_path / "a.json")
+    j = Judge()
+    assert j.correct("may 1, 1999", s) and j.correct("1 May 1999", s) and not j.correct("June 3", s)
+    w = wrong_answer(s, j)
+    assert not any(j(w, r, "docvqa", s.answer_type) for r in s.references)

@@ -138,7 +138,7 @@ def clean_pass(vlm: VLM, samples: list[Sample], store: RunStore, judge: Judge, b
         store.put_many(
             {"kind": "clean", "key": keys[s.id], "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint,
              "sample": s.id, "family": s.family, "answer_type": s.answer_type, "reference": s.answer,
-             "question": s.question, "answer": a, "correct": bool(judge(a, s.answer, s.family, s.answer_type)),
+             "question": s.question, "answer": a, "correct": bool(judge.correct(a, s)),
              "image": f"clean/{sample_fingerprint(s)}.png"}
             for s, a in zip(chunk, answers)
         )
@@ -165,7 +165,7 @@ def attack_chunk(vlm: VLM, attack, chunk: list[Sample], keys: list[str], out: Pa
         reloaded = [np.asarray(Image.open(out / paths[i]).convert("RGB")) for i in flips]
         again = vlm.generate(pixels(reloaded), [chunk[i].question for i in flips], attack.max_new_tokens)
         for i, a in zip(flips, again):
-            verified[i] = not judge(a, chunk[i].answer, chunk[i].family, chunk[i].answer_type)
+            verified[i] = not judge.correct(a, chunk[i])
     return [
         base_record(vlm, s, key, attack.name, params)
         | {"answer": ans, "flipped": bool(ok), "steps": st, "passes": ps, "linf": li, "image": p}

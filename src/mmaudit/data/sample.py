@@ -61,6 +61,11 @@ class Sample:
     layout: Layout | None = None
     meta: dict = field(default_factory=dict)
 
+    @property
+    def references(self) -> tuple[str, ...]:
+        """Every accepted answer: ``meta["answers"]`` when the dataset lists several, else the answer."""
+        return tuple(str(a) for a in self.meta.get("answers") or [self.answer])
+
     def validate(self) -> Sample:
         """Raise an :class:`InputError` naming this sample and the bad field."""
         img = self.image

@@ -99,7 +99,14 @@ class Judge:
             return self.by_type[answer_type]
         return self.by_dataset.get(dataset, self.default)
 
-    def __call__(self, pred: str, ref: str, dataset: str = "", answer_type: str = "free text") -> bool:
+    def correct(self, pred: str, sample) -> bool:
+        """J on a sample: against every reference it carries (DocVQA lists several)."""
+        return self(pred, sample.references, sample.family, sample.answer_type)
+
+    def __call__(self, pred: str, ref: str | list[str] | tuple[str, ...], dataset: str = "",
+                 answer_type: str = "free text") -> bool:
+        if not isinstance(ref, str):  # several references: correct if it matches any (ANLS takes the max)
+            return any(self(pred, r, dataset, answer_type) for r in ref)
         rule = self.rule(dataset, answer_type)
         if rule == "relaxed":
             return relaxed_match(pred, ref, self.relaxed_tolerance)

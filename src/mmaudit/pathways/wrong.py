@@ -73,7 +73,7 @@ def wrong_answer(
     rng = _rng(ref, sample.id, salt)
 
     def wrong(c: str) -> bool:
-        return c.strip() != "" and not judge(c, ref, dataset, atype)
+        return c.strip() != "" and not judge(c, sample.references, dataset, atype)
 
     low = ref.lower()
     if atype == "yes/no" or low in ("yes", "no"):

@@ -48,7 +48,7 @@ def recover(
     clean, adv = pixels([s.image for s in samples]), pixels(list(adversarial))
 
     def correct(answers: list[str]) -> list[bool]:
-        return [bool(judge(a, s.answer, s.family, s.answer_type)) for a, s in zip(answers, samples)]
+        return [bool(judge.correct(a, s)) for a, s in zip(answers, samples)]
 
     adv_answers = vlm.generate(adv, prompts, max_new_tokens)
     reproduced = [not c for c in correct(adv_answers)]

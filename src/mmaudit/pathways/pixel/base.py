@@ -125,7 +125,7 @@ class PixelAttack:
                 passes[i] += 1
                 answers[i] = out
                 s = samples[i]
-                flipped[i] = not self.judge(out, s.answer, s.family, s.answer_type)
+                flipped[i] = not self.judge.correct(out, s)
                 if flipped[i] and self.early_stop:
                     active[i] = False
 

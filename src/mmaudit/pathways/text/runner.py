@@ -55,7 +55,7 @@ def run_text_chunk(vlm: VLM, chunk: Sequence[Sample], edits: Sequence[Edit | Inp
     reads = vlm.generate(adv, [cfg.reading_prompt] * len(samples), cfg.max_new_tokens)
     att_adv = vlm.attentions(adv, questions, cfg.oar_layers)
     att_clean = vlm.attentions(clean, questions, cfg.oar_layers)
-    flipped = [not judge(a, s.answer, s.family, s.answer_type) for a, s in zip(answers, samples)]
+    flipped = [not judge.correct(a, s) for a, s in zip(answers, samples)]
     masked_idx = [j for j, f in enumerate(flipped) if f]
     restored: dict[int, tuple[str, bool]] = {}
     if masked_idx:
@@ -63,7 +63,7 @@ def run_text_chunk(vlm: VLM, chunk: Sequence[Sample], edits: Sequence[Edit | Inp
         again = vlm.generate(masked, [questions[j] for j in masked_idx], cfg.max_new_tokens)
         for j, a in zip(masked_idx, again):
             s = samples[j]
-            restored[j] = (a, bool(judge(a, s.answer, s.family, s.answer_type)))
+            restored[j] = (a, bool(judge.correct(a, s)))
     for j, i in enumerate(ok):
         e, s = eds[j], samples[j]
         region = region_patches(vlm.patch_grid(adv[j]), e.box, att_adv[j].shape[-1], cfg.oar_min_overlap)
