@@ -69,3 +69,13 @@ def tiny_gemma3():
 
     model, tok, ip = tiny_gemma3(seed=0)
     return Gemma3Adapter(model, tok, ip, name="tiny-gemma3", level="L2")
+
+
+@pytest.fixture(scope="session")
+def tiny_blip2():
+    pytest.importorskip("transformers")
+    from mmaudit.models.hf.blip2 import Blip2Adapter
+    from mmaudit.models.hf.tiny import tiny_blip2
+
+    model, tok, ip = tiny_blip2(seed=0)
+    return Blip2Adapter(model, tok, ip, name="tiny-blip2", level="L1")

@@ -60,8 +60,10 @@ def test_llava_preprocessing_equals_family_processor(tiny_llava):
     assert g.region_to_patches((0, 0, 7, 40)) == [] and g.region_to_patches((30, 25, 40, 30)) == [3]
 
 
-def test_gemma3_preprocessing_equals_family_processor(tiny_gemma3):
-    img = np.random.default_rng(1).integers(0, 256, size=(56, 56, 3), dtype=np.uint8)
-    ref = tiny_gemma3.image_processor(images=[img], return_tensors="pt")["pixel_values"]
-    ours, grids = tiny_gemma3.preprocess([torch.from_numpy(img).permute(2, 0, 1).float() / 255])
-    assert torch.equal(ours["pixel_values"], ref) and (grids[0].rows, grids[0].cols) == (2, 2)
+@pytest.mark.parametrize("fixture,side,grid", [("tiny_gemma3", 56, 2), ("tiny_blip2", 28, 2)])
+def test_square_resize_families_equal_their_processor(fixture, side, grid, request):
+    vlm = request.getfixturevalue(fixture)
+    img = np.random.default_rng(1).integers(0, 256, size=(side, side, 3), dtype=np.uint8)
+    ref = vlm.image_processor(images=[img], return_tensors="pt")["pixel_values"]
+    ours, grids = vlm.preprocess([torch.from_numpy(img).permute(2, 0, 1).float() / 255])
+    assert torch.allclose(ours["pixel_values"], ref, atol=1e-6) and (grids[0].rows, grids[0].cols) == (grid, grid)

@@ -13,6 +13,8 @@ FAMILIES = {
     "qwen2_vl": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
     "qwen3_vl": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
     "qwen3_5": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
+    "blip-2": ("mmaudit.models.hf.blip2:Blip2Adapter",
+               "transformers.models.blip.image_processing_pil_blip:BlipImageProcessorPil"),
     "gemma3": ("mmaudit.models.hf.gemma3:Gemma3Adapter",
                "transformers.models.gemma3.image_processing_pil_gemma3:Gemma3ImageProcessorPil"),
     "llava": ("mmaudit.models.hf.llava:LlavaAdapter",

@@ -31,6 +31,39 @@ def char_tokenizer(specials: list[str] | None = None, eos: str = "<|im_end|>", p
 
 
 LLAVA_SPECIALS = ["<pad>", "<s>", "</s>", "<image>"]
+BLIP_SPECIALS = ["<pad>", "</s>", "<image>"]
+
+
+def tiny_blip2(seed: int = 0):
+    """A tiny BLIP-2: ViT 28 px / patch 14, a 2-layer Q-Former with 4 queries, an OPT decoder."""
+    from transformers import Blip2Config, Blip2ForConditionalGeneration
+    from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
+
+    tok = char_tokenizer(BLIP_SPECIALS, eos="</s>", pad="<pad>")
+    tok.bos_token = "</s>"
+    ids = {t: tok.convert_tokens_to_ids(t) for t in BLIP_SPECIALS}
+    cfg = Blip2Config(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=28, patch_size=14, initializer_range=0.02),  # BLIP-2's default is 1e-10
+        qformer_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                            encoder_hidden_size=32, cross_attention_frequency=1, vocab_size=64),
+        text_config=dict(model_type="opt", vocab_size=len(tok), hidden_size=64, ffn_dim=128, num_hidden_layers=3,
+                         num_attention_heads=4, word_embed_proj_dim=64, max_position_embeddings=512,
+                         bos_token_id=ids["</s>"], eos_token_id=ids["</s>"], pad_token_id=ids["<pad>"]),
+        num_query_tokens=4, image_token_index=ids["<image>"],
+    )
+    torch.manual_seed(seed)
+    model = Blip2ForConditionalGeneration(cfg).eval()
+    with torch.no_grad():  # fresh query tokens are zeros; random weights need distinct queries
+        model.query_tokens.normal_(0, 0.5)
+    model.generation_config.eos_token_id = ids["</s>"]
+    model.generation_config.pad_token_id = ids["<pad>"]
+    model.generation_config.bos_token_id = ids["</s>"]
+    ip = BlipImageProcessorPil(size={"height": 28, "width": 28}, image_mean=[0.48145466, 0.4578275, 0.40821073],
+                               image_std=[0.26862954, 0.26130258, 0.27577711])
+    return model, tok, ip
+
+
 GEMMA_SPECIALS = ["<pad>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>",
                   "<image_soft_token>"]
 

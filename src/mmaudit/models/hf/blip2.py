@@ -1,0 +1,102 @@
+"""BLIP-2 (and, through it, InstructBLIP) behind the VLM protocol.
+
+The image reaches the language model as ``num_query_tokens`` learned Q-Former
+queries, not patches. Preprocessing: resize to the tower's square size
+(bicubic, aspect not kept) and CLIP normalisation. For OAR the text-to-image
+attention is carried through the bottleneck: text -> query attention in the
+language model times query -> patch cross-attention in the Q-Former (both
+averaged over heads and layers, the CLS column dropped), which gives a
+(text, patch) map on the vision tower's patch grid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from mmaudit.models.hf.base import HFAdapter
+from mmaudit.models.vlm import PatchGrid
+
+
+class Blip2Adapter(HFAdapter):
+    level = "L1"
+
+    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None) -> None:
+        super().__init__(model, tokenizer, image_processor, name, level)
+        size = image_processor.size
+        self.size = (int(size["height"]), int(size["width"])) if isinstance(size, dict) else (size.height, size.width)
+        self.mean = torch.tensor(image_processor.image_mean).view(3, 1, 1)
+        self.std = torch.tensor(image_processor.image_std).view(3, 1, 1)
+        self.n_queries = int(model.config.num_query_tokens)
+        vc = model.config.vision_config
+        self.grid = (int(vc.image_size) // int(vc.patch_size),) * 2
+
+    @property
+    def vision_module(self):
+        return self.model.vision_model
+
+    @property
+    def decoder_layers(self):
+        lm = self.model.language_model
+        for path in ("model.decoder.layers", "model.layers"):
+            obj = lm
+            for part in path.split("."):
+                obj = getattr(obj, part, None)
+            if obj is not None:
+                return list(obj)
+        raise NotImplementedError("language model layers not found")
+
+    @property
+    def image_token_id(self) -> int:
+        return int(self.model.config.image_token_id)
+
+    def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
+        out, grids = [], []
+        for im in images:
+            x = im
+            if tuple(x.shape[-2:]) != self.size:
+                x = F.interpolate(x[None], size=self.size, mode="bicubic", align_corners=False, antialias=True)[0]
+            out.append((x - self.mean.to(x)) / self.std.to(x))
+            grids.append(PatchGrid(*self.grid, im.shape[-2], im.shape[-1]))
+        dtype = next(self.vision_module.parameters()).dtype
+        return {"pixel_values": torch.stack(out).to(dtype)}, grids
+
+    def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
+        image = self.tokenizer.convert_ids_to_tokens(self.image_token_id) * self.n_queries
+        return f"{image}{self.tokenizer.bos_token or ''}Question: {question} Answer:"
+
+    def image_features(self, image_inputs: dict) -> torch.Tensor:
+        out = self.model.get_image_features(pixel_values=image_inputs["pixel_values"])
+        return out.pooler_output if hasattr(out, "pooler_output") else out
+
+    def qformer_inputs(self, enc, image_embeds: torch.Tensor) -> dict:
+        return {}
+
+    def attentions(self, images, prompts: list[str], layers: Sequence[int] | None = None) -> list[torch.Tensor]:
+        n = len(self.decoder_layers)
+        layers = list(layers) if layers is not None else list(range(n // 2, n))
+        enc = self.encode(images, prompts)
+        previous = self.model.config._attn_implementation
+        self.model.set_attn_implementation("eager")
+        try:
+            with torch.no_grad():
+                out = self.model(**self._inputs(enc), output_attentions=True, use_cache=False)
+                embeds = self.model.vision_model(enc.image_inputs["pixel_values"]).last_hidden_state
+                mask = torch.ones(embeds.shape[:-1], dtype=torch.long, device=embeds.device)
+                q = self.model.qformer(query_embeds=self.model.query_tokens.expand(len(prompts), -1, -1),
+                                       encoder_hidden_states=embeds, encoder_attention_mask=mask,
+                                       output_attentions=True, return_dict=True, **self.qformer_inputs(enc, embeds))
+        finally:
+            self.model.set_attn_implementation(previous)
+        lm = out.language_model_outputs.attentions
+        text_att = torch.stack([lm[i].float() for i in layers]).mean(0).mean(1)  # (B, S, S)
+        cross = [c for c in q.cross_attentions if c is not None]
+        to_patch = torch.stack([c.float() for c in cross]).mean(0).mean(1)[:, -self.n_queries :, 1:]  # (B, Q, P)
+        result = []
+        for b in range(len(prompts)):
+            img = torch.nonzero(enc.input_ids[b] == self.image_token_id).flatten()
+            after = torch.arange(int(img.max()) + 1, enc.input_ids.shape[1], device=text_att.device)
+            result.append(text_att[b][after][:, img] @ to_patch[b].to(text_att.device))
+        return result
