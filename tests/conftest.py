@@ -79,3 +79,13 @@ def tiny_blip2():
 
     model, tok, ip = tiny_blip2(seed=0)
     return Blip2Adapter(model, tok, ip, name="tiny-blip2", level="L1")
+
+
+@pytest.fixture(scope="session")
+def tiny_instructblip():
+    pytest.importorskip("transformers")
+    from mmaudit.models.hf.instructblip import InstructBlipAdapter
+    from mmaudit.models.hf.tiny import tiny_instructblip
+
+    model, tok, ip, qtok = tiny_instructblip(seed=0)
+    return InstructBlipAdapter(model, tok, ip, name="tiny-instructblip", level="L1", qformer_tokenizer=qtok)

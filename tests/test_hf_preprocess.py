@@ -60,7 +60,8 @@ def test_llava_preprocessing_equals_family_processor(tiny_llava):
     assert g.region_to_patches((0, 0, 7, 40)) == [] and g.region_to_patches((30, 25, 40, 30)) == [3]
 
 
-@pytest.mark.parametrize("fixture,side,grid", [("tiny_gemma3", 56, 2), ("tiny_blip2", 28, 2)])
+@pytest.mark.parametrize("fixture,side,grid", [("tiny_gemma3", 56, 2), ("tiny_blip2", 28, 2),
+                                                  ("tiny_instructblip", 28, 2)])
 def test_square_resize_families_equal_their_processor(fixture, side, grid, request):
     vlm = request.getfixturevalue(fixture)
     img = np.random.default_rng(1).integers(0, 256, size=(side, side, 3), dtype=np.uint8)

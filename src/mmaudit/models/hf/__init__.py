@@ -15,6 +15,8 @@ FAMILIES = {
     "qwen3_5": ("mmaudit.models.hf.qwen2_5_vl:Qwen2_5_VLAdapter", _QWEN_IP),
     "blip-2": ("mmaudit.models.hf.blip2:Blip2Adapter",
                "transformers.models.blip.image_processing_pil_blip:BlipImageProcessorPil"),
+    "instructblip": ("mmaudit.models.hf.instructblip:InstructBlipAdapter",
+                     "transformers.models.blip.image_processing_pil_blip:BlipImageProcessorPil"),
     "gemma3": ("mmaudit.models.hf.gemma3:Gemma3Adapter",
                "transformers.models.gemma3.image_processing_pil_gemma3:Gemma3ImageProcessorPil"),
     "llava": ("mmaudit.models.hf.llava:LlavaAdapter",
@@ -41,5 +43,8 @@ def load_hf(path: str | Path, level: str | None = None, dtype: str = "auto", dev
         raise NotImplementedError(f"model family {family!r} is not supported yet (supported: {sorted(FAMILIES)})")
     adapter, processor = (_load(s) for s in FAMILIES[family])
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, device_map=device_map)
+    extra = {}
+    if family == "instructblip":  # its Q-Former reads the instruction with its own (BERT) tokenizer
+        extra["qformer_tokenizer"] = AutoTokenizer.from_pretrained(path, subfolder="qformer_tokenizer")
     return adapter(model, AutoTokenizer.from_pretrained(path), processor.from_pretrained(path), name=str(path),
-                   level=level)
+                   level=level, **extra)

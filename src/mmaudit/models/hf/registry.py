@@ -27,7 +27,7 @@ _TODO = "adapter not written yet (see issue: HF adapters for the paper's familie
 PAPER_MODELS: tuple[Entry, ...] = (
     Entry("SmolVLM2-2.2B", "HuggingFaceTB/SmolVLM2-2.2B-Instruct", "L1", "smolvlm", False, _TODO),
     Entry("BLIP2-OPT-2.7B", "Salesforce/blip2-opt-2.7b", "L1", "blip-2", True),
-    Entry("InstructBLIP-Vicuna-7B", "Salesforce/instructblip-vicuna-7b", "L1", "instructblip", False, _TODO),
+    Entry("InstructBLIP-Vicuna-7B", "Salesforce/instructblip-vicuna-7b", "L1", "instructblip", True),
     Entry("LLaVA-1.5-7B", "llava-hf/llava-1.5-7b-hf", "L1", "llava", True),
     Entry("Qwen-VL-Chat", "Qwen/Qwen-VL-Chat", "L2", "qwen", False, _REMOTE),
     Entry("Qwen2-VL-2B", "Qwen/Qwen2-VL-2B-Instruct", "L2", "qwen2_vl", True),

@@ -64,6 +64,39 @@ def tiny_blip2(seed: int = 0):
     return model, tok, ip
 
 
+def tiny_instructblip(seed: int = 0):
+    """A tiny InstructBLIP: the tiny BLIP-2 tower and Q-Former (which also reads the instruction), a Llama decoder."""
+    from transformers import InstructBlipConfig, InstructBlipForConditionalGeneration
+    from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
+
+    tok = char_tokenizer(BLIP_SPECIALS, eos="</s>", pad="<pad>")
+    tok.bos_token = "</s>"
+    qtok = char_tokenizer(["[PAD]", "[CLS]", "[SEP]"], eos="[SEP]", pad="[PAD]")
+    ids = {t: tok.convert_tokens_to_ids(t) for t in BLIP_SPECIALS}
+    cfg = InstructBlipConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=28, patch_size=14, initializer_range=0.02),
+        qformer_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                            encoder_hidden_size=32, cross_attention_frequency=1, vocab_size=128,
+                            pad_token_id=qtok.pad_token_id),
+        text_config=dict(model_type="llama", vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=512, bos_token_id=ids["</s>"], eos_token_id=ids["</s>"],
+                         pad_token_id=ids["<pad>"]),
+        num_query_tokens=4, image_token_index=ids["<image>"],
+    )
+    torch.manual_seed(seed)
+    model = InstructBlipForConditionalGeneration(cfg).eval()
+    with torch.no_grad():
+        model.query_tokens.normal_(0, 0.5)
+    model.generation_config.eos_token_id = ids["</s>"]
+    model.generation_config.pad_token_id = ids["<pad>"]
+    model.generation_config.bos_token_id = ids["</s>"]
+    ip = BlipImageProcessorPil(size={"height": 28, "width": 28}, image_mean=[0.48145466, 0.4578275, 0.40821073],
+                               image_std=[0.26862954, 0.26130258, 0.27577711])
+    return model, tok, ip, qtok
+
+
 GEMMA_SPECIALS = ["<pad>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>",
                   "<image_soft_token>"]
 
