@@ -89,3 +89,13 @@ def tiny_instructblip():
 
     model, tok, ip, qtok = tiny_instructblip(seed=0)
     return InstructBlipAdapter(model, tok, ip, name="tiny-instructblip", level="L1", qformer_tokenizer=qtok)
+
+
+@pytest.fixture(scope="session")
+def tiny_smolvlm():
+    pytest.importorskip("transformers")
+    from mmaudit.models.hf.smolvlm import SmolVLMAdapter
+    from mmaudit.models.hf.tiny import tiny_smolvlm
+
+    model, tok, ip = tiny_smolvlm(seed=0)
+    return SmolVLMAdapter(model, tok, ip, name="tiny-smolvlm", level="L1")

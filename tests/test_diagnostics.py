@@ -23,6 +23,11 @@ def test_patch_grid_maps_a_region_on_a_known_grid():
     assert grid.region_to_patches((4, 4, 12, 8), min_overlap=0.25) == []  # each overlap is 4x4 = 1/4 of a patch
     with pytest.raises(ValueError, match="does not match"):
         region_patches(grid, (0, 0, 8, 8), n_tokens=64)
+    # a split image: two 1x2 tiles side by side, then a 1x1 global view of the whole 32x16 image
+    from mmaudit.models.vlm import TiledGrid
+
+    tiles = TiledGrid([PatchGrid(1, 2, 16, 16), PatchGrid(1, 2, 16, 16, x0=16), PatchGrid(1, 1, 16, 32)], 16, 32)
+    assert tiles.n_tokens == 5 and tiles.region_to_patches((20, 2, 22, 4)) == [2, 4]
 
 
 def test_oar_on_hand_built_attention():

@@ -68,3 +68,14 @@ def test_square_resize_families_equal_their_processor(fixture, side, grid, reque
     ref = vlm.image_processor(images=[img], return_tensors="pt")["pixel_values"]
     ours, grids = vlm.preprocess([torch.from_numpy(img).permute(2, 0, 1).float() / 255])
     assert torch.allclose(ours["pixel_values"], ref, atol=1e-6) and (grids[0].rows, grids[0].cols) == (grid, grid)
+
+
+def test_smolvlm_tiles_equal_the_family_processor(tiny_smolvlm):
+    img = np.random.default_rng(2).integers(0, 256, size=(56, 56, 3), dtype=np.uint8)
+    ref = tiny_smolvlm.image_processor(images=[[img]], return_tensors="pt")["pixel_values"]
+    ours, grids = tiny_smolvlm.preprocess([torch.from_numpy(img).permute(2, 0, 1).float() / 255])
+    assert ours["pixel_values"].shape == ref.shape == (1, 5, 3, 28, 28)  # 2 x 2 tiles + the global view
+    assert torch.allclose(ours["pixel_values"][:, :4], ref[:, :4], atol=1e-6)  # tiles: no resampling, exact
+    assert (ours["pixel_values"][:, 4] - ref[:, 4]).abs().mean() < 0.05  # global view: bicubic vs Lanczos
+    g = grids[0]
+    assert g.n_tokens == 5 and g.region_to_patches((30, 30, 40, 40)) == [3, 4]

@@ -57,6 +57,10 @@ class PatchGrid:
     x0: float = 0.0
     y0: float = 0.0
 
+    @property
+    def n_tokens(self) -> int:
+        return self.rows * self.cols
+
     def patch_box(self, index: int) -> tuple[float, float, float, float]:
         r, c = divmod(index, self.cols)
         ph, pw = self.height / self.rows, self.width / self.cols
@@ -66,13 +70,32 @@ class PatchGrid:
         """Indices of patches whose area overlaps ``box`` (x0, y0, x1, y1) by more than ``min_overlap``."""
         x0, y0, x1, y1 = box
         out = []
-        for i in range(self.rows * self.cols):
+        for i in range(self.n_tokens):
             px0, py0, px1, py1 = self.patch_box(i)
             ix = max(0.0, min(x1, px1) - max(x0, px0))
             iy = max(0.0, min(y1, py1) - max(y0, py0))
             if ix * iy > min_overlap * (px1 - px0) * (py1 - py0) and ix > 0 and iy > 0:
                 out.append(i)
         return out
+
+
+class TiledGrid(PatchGrid):
+    """Image tokens of several grids in sequence (tiles of a split image, then the global view)."""
+
+    def __init__(self, grids: Sequence[PatchGrid], height: float, width: float) -> None:
+        object.__setattr__(self, "grids", tuple(grids))
+        super().__init__(rows=1, cols=sum(g.n_tokens for g in grids), height=height, width=width)
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(g.n_tokens for g in self.grids)
+
+    def patch_box(self, index: int) -> tuple[float, float, float, float]:
+        for g in self.grids:
+            if index < g.n_tokens:
+                return g.patch_box(index)
+            index -= g.n_tokens
+        raise IndexError(index)
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ _REMOTE = "needs trust_remote_code (custom modelling code); not supported yet"
 _TODO = "adapter not written yet (see issue: HF adapters for the paper's families)"
 
 PAPER_MODELS: tuple[Entry, ...] = (
-    Entry("SmolVLM2-2.2B", "HuggingFaceTB/SmolVLM2-2.2B-Instruct", "L1", "smolvlm", False, _TODO),
+    Entry("SmolVLM2-2.2B", "HuggingFaceTB/SmolVLM2-2.2B-Instruct", "L1", "smolvlm", True),
     Entry("BLIP2-OPT-2.7B", "Salesforce/blip2-opt-2.7b", "L1", "blip-2", True),
     Entry("InstructBLIP-Vicuna-7B", "Salesforce/instructblip-vicuna-7b", "L1", "instructblip", True),
     Entry("LLaVA-1.5-7B", "llava-hf/llava-1.5-7b-hf", "L1", "llava", True),

@@ -97,6 +97,35 @@ def tiny_instructblip(seed: int = 0):
     return model, tok, ip, qtok
 
 
+SMOL_SPECIALS = ["<pad>", "<|im_start|>", "<end_of_utterance>", "<fake_token_around_image>", "<global-img>",
+                 "<image>"] + [f"<row_{r}_col_{c}>" for r in (1, 2, 3) for c in (1, 2, 3)]
+
+
+def tiny_smolvlm(seed: int = 0):
+    """A tiny SmolVLM: 28 px tiles (2 x 2 patches, pixel shuffle 2 -> 1 token per tile), longest edge 56."""
+    from transformers import SmolVLMConfig, SmolVLMForConditionalGeneration
+    from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
+
+    tok = char_tokenizer(SMOL_SPECIALS, eos="<end_of_utterance>", pad="<pad>")
+    ids = {t: tok.convert_tokens_to_ids(t) for t in SMOL_SPECIALS}
+    cfg = SmolVLMConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=28, patch_size=14),
+        text_config=dict(model_type="llama", vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=512, bos_token_id=ids["<|im_start|>"],
+                         eos_token_id=ids["<end_of_utterance>"], pad_token_id=ids["<pad>"]),
+        scale_factor=2, image_token_id=ids["<image>"], pad_token_id=ids["<pad>"],
+    )
+    torch.manual_seed(seed)
+    model = SmolVLMForConditionalGeneration(cfg).eval()
+    model.generation_config.eos_token_id = ids["<end_of_utterance>"]
+    model.generation_config.pad_token_id = ids["<pad>"]
+    ip = SmolVLMImageProcessorPil(size={"longest_edge": 56}, max_image_size={"longest_edge": 28},
+                                  image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    return model, tok, ip
+
+
 GEMMA_SPECIALS = ["<pad>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>",
                   "<image_soft_token>"]
 

@@ -36,6 +36,6 @@ def oar(attention: torch.Tensor, region: Sequence[int]) -> float:
 
 def region_patches(grid: PatchGrid, box, n_tokens: int, min_overlap: float = 0.0) -> list[int]:
     """Patch indices of ``box``; checks that the grid describes the adapter's image tokens."""
-    if grid.rows * grid.cols != n_tokens:
-        raise ValueError(f"patch grid {grid.rows}x{grid.cols} does not match {n_tokens} image tokens")
+    if grid.n_tokens != n_tokens:
+        raise ValueError(f"patch grid of {grid.n_tokens} tokens does not match {n_tokens} image tokens")
     return grid.region_to_patches(box, min_overlap)

@@ -1,0 +1,142 @@
+"""SmolVLM / Idefics3 behind the VLM protocol: the image is resized, split into tiles, plus a global view.
+
+Preprocessing follows the family processor, in torch: resize so the longest
+edge is ``size["longest_edge"]`` (even sides), round both sides up to
+multiples of the encoder's tile size M, cut M x M tiles row by row and add the
+whole image resized to M x M as the global view (an image no larger than M is
+one frame); normalise. Each frame becomes ``image_seq_len`` tokens after the
+pixel-shuffle connector; the prompt spells the tiles out with their
+``<row_r_col_c>`` markers. The processor resamples with Lanczos, torch with
+antialiased bicubic: identical when no resize is needed, close otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from mmaudit.models.hf.base import HFAdapter
+from mmaudit.models.vlm import PatchGrid, TiledGrid
+
+
+def longest_edge_size(h: int, w: int, max_len: int) -> tuple[int, int]:
+    """The processor's resize target: longest side ``max_len``, the other even."""
+    aspect = w / h
+    if w >= h:
+        w, h = max_len, int(max_len / aspect)
+        h += h % 2
+    else:
+        h, w = max_len, int(max_len * aspect)
+        w += w % 2
+    return max(h, 1), max(w, 1)
+
+
+def multiple_of(h: int, w: int, m: int) -> tuple[int, int]:
+    aspect = w / h
+    if w >= h:
+        w = math.ceil(w / m) * m
+        h = math.ceil(int(w / aspect) / m) * m
+    else:
+        h = math.ceil(h / m) * m
+        w = math.ceil(int(h * aspect) / m) * m
+    return h, w
+
+
+def _get(d, key: str):
+    return d[key] if isinstance(d, dict) else getattr(d, key)
+
+
+class SmolVLMAdapter(HFAdapter):
+    level = "L1"
+
+    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None) -> None:
+        super().__init__(model, tokenizer, image_processor, name, level)
+        ip = image_processor
+        self.longest = int(_get(ip.size, "longest_edge"))
+        self.tile = int(_get(ip.max_image_size, "longest_edge"))
+        self.split = bool(getattr(ip, "do_image_splitting", True))
+        self.mean = torch.tensor(ip.image_mean).view(3, 1, 1)
+        self.std = torch.tensor(ip.image_std).view(3, 1, 1)
+        cfg = model.config
+        side = self.tile // int(cfg.vision_config.patch_size) // int(cfg.scale_factor)
+        self.side, self.seq_len = side, side * side
+
+    @property
+    def vision_module(self):
+        return self.model.model.vision_model
+
+    @property
+    def decoder_layers(self):
+        return list(self.model.model.text_model.layers)
+
+    @property
+    def image_token_id(self) -> int:
+        return int(self.model.config.image_token_id)
+
+    def _resize(self, x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        if tuple(x.shape[-2:]) == size:
+            return x
+        return F.interpolate(x[None], size=size, mode="bicubic", align_corners=False, antialias=True)[0].clamp(0, 1)
+
+    def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
+        m = self.tile
+        batches, grids, layout = [], [], []
+        for im in images:
+            _, h, w = im.shape
+            x = self._resize(im, longest_edge_size(h, w, self.longest))
+            x = self._resize(x, multiple_of(*x.shape[-2:], m))
+            rh, rw = x.shape[-2:]
+            frames, tiles = [], []
+            rows = cols = 0
+            if self.split and (rh > m or rw > m):
+                rows, cols = rh // m, rw // m
+                sy, sx = h / rh, w / rw
+                for r in range(rows):
+                    for c in range(cols):
+                        frames.append(x[:, r * m : (r + 1) * m, c * m : (c + 1) * m])
+                        tiles.append(PatchGrid(self.side, self.side, m * sy, m * sx, c * m * sx, r * m * sy))
+                frames.append(self._resize(x, (m, m)))
+            else:
+                frames.append(self._resize(x, (m, m)) if (rh, rw) != (m, m) else x)
+            tiles.append(PatchGrid(self.side, self.side, h, w))
+            batches.append(torch.stack([(f - self.mean.to(f)) / self.std.to(f) for f in frames]))
+            grids.append(TiledGrid(tiles, h, w))
+            layout.append((rows, cols))
+        n = max(len(b) for b in batches)
+        pixel = torch.zeros(len(batches), n, 3, m, m, device=images[0].device)
+        mask = torch.zeros(len(batches), n, m, m, dtype=torch.bool, device=images[0].device)
+        for i, b in enumerate(batches):
+            pixel[i, : len(b)] = b
+            mask[i, : len(b)] = True
+        dtype = next(self.vision_module.parameters()).dtype
+        return {"pixel_values": pixel.to(dtype), "pixel_attention_mask": mask, "_layout": layout}, grids
+
+    def _image_text(self, rows: int, cols: int) -> str:
+        tok = self.tokenizer
+        fake, glob = "<fake_token_around_image>", "<global-img>"
+        image = tok.convert_ids_to_tokens(self.image_token_id) * self.seq_len
+        if rows == cols == 0:
+            return f"{fake}{glob}{image}{fake}"
+        text = "".join("".join(f"{fake}<row_{r + 1}_col_{c + 1}>{image}" for c in range(cols)) + "\n"
+                       for r in range(rows))
+        return f"{text}\n{fake}{glob}{image}{fake}"
+
+    def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
+        rows, cols = image_inputs["_layout"][index]
+        return f"<|im_start|>User:{self._image_text(rows, cols)}{question}<end_of_utterance>\nAssistant:"
+
+    def _inputs(self, enc) -> dict:
+        inputs = super()._inputs(enc)
+        inputs.pop("_layout", None)
+        return inputs
+
+    def image_features(self, image_inputs: dict) -> torch.Tensor:
+        out = self.model.get_image_features(pixel_values=image_inputs["pixel_values"],
+                                            pixel_attention_mask=image_inputs["pixel_attention_mask"])
+        feats = out.pooler_output if hasattr(out, "pooler_output") else out
+        if isinstance(feats, (list, tuple)):
+            feats = torch.cat(list(feats))
+        b = image_inputs["pixel_values"].shape[0]
+        return feats.reshape(b, -1, feats.shape[-1])
