@@ -25,7 +25,6 @@ from mmaudit.pathways.diagnostics.recovery import recover, unsupported
 from mmaudit.pathways.pixel import ATTACKS
 from mmaudit.pathways.text import TEXT_ATTACKS, Edit, LayoutEditor
 from mmaudit.pathways.text.editors import ImageEditor
-from mmaudit.pathways.text.evidence import ocr_evidence
 from mmaudit.pathways.text.runner import TextRunConfig, run_text_chunk
 from mmaudit.store import RunStore, key_of
 
@@ -93,12 +92,13 @@ def attack_order(cfg: AuditConfig) -> list[str]:
     return [a for a in UNION_ORDER if a in cfg.attacks] + [a for a in cfg.attacks if a not in UNION_ORDER]
 
 
-def left_by_earlier(vlm: VLM, name: str, correct: list[Sample], store: RunStore, cfg: AuditConfig) -> list[Sample]:
+def left_by_earlier(fingerprint: str, name: str, correct: list[Sample], store: RunStore,
+                    cfg: AuditConfig) -> list[Sample]:
     """The part of C an attack runs on: all of it, or under the union schedule what earlier attacks left."""
     if cfg.schedule == "full" or name not in UNION_ORDER:
         return correct
     earlier = {a: attack_params(a, cfg) for a in UNION_ORDER[: UNION_ORDER.index(name)] if a in cfg.attacks}
-    done = {r["sample"] for r in store.records("attack") if r["fingerprint"] == vlm.fingerprint
+    done = {r["sample"] for r in store.records("attack") if r["fingerprint"] == fingerprint
             and r["attack"] in earlier and r["params"] == earlier[r["attack"]] and r["flipped"]}
     return [s for s in correct if s.id not in done]
 
@@ -124,25 +124,33 @@ def record_errors(store: RunStore, errors: list[InputError]) -> None:
     )
 
 
-def clean_pass(vlm: VLM, samples: list[Sample], store: RunStore, judge: Judge, batch: int, out: Path) -> list[Sample]:
-    """Answer every sample on its clean image; return the clean-correct set C, sorted by id."""
-    samples = sorted(samples, key=lambda s: s.id)
-    keys = {s.id: key_of(kind="clean", model=vlm.fingerprint, sample=sample_fingerprint(s)) for s in samples}
-    for i in range(0, len(samples), batch):  # fixed chunks: a resumed run batches exactly as a fresh one
-        chunk = samples[i : i + batch]
-        if all(keys[s.id] in store for s in chunk):
-            continue
-        answers = vlm.generate(pixels([s.image for s in chunk]), [s.question for s in chunk], MAX_NEW_TOKENS)
-        for s in chunk:
-            save_png(s.image, out / "clean" / f"{sample_fingerprint(s)}.png")
-        store.put_many(
-            {"kind": "clean", "key": keys[s.id], "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint,
-             "sample": s.id, "family": s.family, "answer_type": s.answer_type, "reference": s.answer,
-             "question": s.question, "answer": a, "correct": bool(judge.correct(a, s)),
-             "image": f"clean/{sample_fingerprint(s)}.png"}
-            for s, a in zip(chunk, answers)
-        )
+def clean_keys(fingerprint: str, samples: list[Sample]) -> list[str]:
+    return [key_of(kind="clean", model=fingerprint, sample=sample_fingerprint(s)) for s in samples]
+
+
+def clean_chunk(vlm: VLM, chunk: list[Sample], judge: Judge, out: Path) -> list[dict]:
+    """Answer a chunk on its clean images (and keep each image for the report)."""
+    answers = vlm.generate(pixels([s.image for s in chunk]), [s.question for s in chunk], MAX_NEW_TOKENS)
+    for s in chunk:
+        save_png(s.image, out / "clean" / f"{sample_fingerprint(s)}.png")
+    return [
+        {"kind": "clean", "key": k, "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint,
+         "sample": s.id, "family": s.family, "answer_type": s.answer_type, "reference": s.answer,
+         "question": s.question, "answer": a, "correct": bool(judge.correct(a, s)),
+         "image": f"clean/{sample_fingerprint(s)}.png"}
+        for s, a, k in zip(chunk, answers, clean_keys(vlm.fingerprint, chunk))
+    ]
+
+
+def correct_set(store: RunStore, fingerprint: str, samples: list[Sample]) -> list[Sample]:
+    """The clean-correct set C, sorted by id."""
+    keys = dict(zip((s.id for s in samples), clean_keys(fingerprint, samples)))
     return sorted((s for s in samples if store.get(keys[s.id])["correct"]), key=lambda s: s.id)
+
+
+def chunks_of(items: list, size: int) -> list[list]:
+    """Fixed chunks: a resumed run (or another executor) forms exactly the same batches."""
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def base_record(vlm: VLM, s: Sample, key: str, attack: str, params: dict) -> dict:
@@ -205,30 +213,29 @@ def text_attack_chunk(vlm: VLM, attack, chunk: list[Sample], keys: list[str], ed
             for s, key, res, (_, path) in zip(chunk, keys, results, got)]
 
 
-def recovery_stage(vlm: VLM, samples: dict[str, Sample], store: RunStore, out: Path, judge: Judge,
-                   cfg: AuditConfig) -> None:
-    """Layer recovery on the first ``cfg.recovery`` End-PGD flips of this model, by sample id."""
+def recovery_flips(store: RunStore, fingerprint: str, cfg: AuditConfig) -> list[dict]:
+    """The first ``cfg.recovery`` End-PGD flips of a model, by sample id."""
     end_params = attack_params("end_pgd", cfg)
+    return sorted((r for r in store.records("attack") if r["fingerprint"] == fingerprint
+                   and r["attack"] == "end_pgd" and r["params"] == end_params and r["flipped"]),
+                  key=lambda r: r["sample"])[: cfg.recovery]
+
+
+def recovery_keys(fingerprint: str, chunk: list[Sample], cfg: AuditConfig) -> list[str]:
+    return [key_of(kind="recovery", model=fingerprint, sample=sample_fingerprint(s),
+                   attack=attack_params("end_pgd", cfg), positions=cfg.recovery_positions) for s in chunk]
+
+
+def recovery_chunk(vlm: VLM, chunk: list[Sample], adversarial: list[np.ndarray], judge: Judge,
+                   cfg: AuditConfig) -> list[dict]:
     why = unsupported(vlm)
     if why:
-        store.put({"kind": "recovery_excluded", "key": key_of(kind="recovery_excluded", model=vlm.fingerprint),
-                   "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint, "reason": why})
-        return
-    flips = sorted((r for r in store.records("attack") if r["fingerprint"] == vlm.fingerprint
-                    and r["attack"] == "end_pgd" and r["params"] == end_params and r["flipped"]),
-                   key=lambda r: r["sample"])[: cfg.recovery]
-    for i in range(0, len(flips), cfg.batch):
-        chunk = flips[i : i + cfg.batch]
-        keys = [key_of(kind="recovery", model=vlm.fingerprint, sample=sample_fingerprint(samples[r["sample"]]),
-                       attack=end_params, positions=cfg.recovery_positions) for r in chunk]
-        if all(k in store for k in keys):
-            continue
-        adv = [np.asarray(Image.open(out / r["image"]).convert("RGB")) for r in chunk]
-        rows = recover(vlm, [samples[r["sample"]] for r in chunk], adv, judge, MAX_NEW_TOKENS,
-                       cfg.recovery_positions)
-        store.put_many({"kind": "recovery", "key": k, "model": vlm.name, "level": vlm.level,
-                        "fingerprint": vlm.fingerprint, "positions": cfg.recovery_positions} | row
-                       for k, row in zip(keys, rows))
+        return [{"kind": "recovery_excluded", "key": key_of(kind="recovery_excluded", model=vlm.fingerprint),
+                 "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint, "reason": why}]
+    rows = recover(vlm, chunk, adversarial, judge, MAX_NEW_TOKENS, cfg.recovery_positions)
+    return [{"kind": "recovery", "key": k, "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint,
+             "positions": cfg.recovery_positions} | row
+            for k, row in zip(recovery_keys(vlm.fingerprint, chunk, cfg), rows)]
 
 
 def run_audit(
@@ -240,33 +247,7 @@ def run_audit(
     judge: Judge | None = None,
     progress: Progress | None = None,
 ) -> RunStore:
-    judge = judge or Judge()
-    store = RunStore(out / "results.jsonl")
-    record_errors(store, errors or [])
-    edits = EditCache(out)
-    by_id = {s.id: s for s in samples}
-    for vlm in models:
-        correct = clean_pass(vlm, samples, store, judge, cfg.batch, out)
-        for name in attack_order(cfg):
-            attack = make_attack(name, cfg, judge)
-            params = attack_params(name, cfg)
-            todo = left_by_earlier(vlm, name, correct, store, cfg)
-            chunks = [todo[i : i + cfg.batch] for i in range(0, len(todo), cfg.batch)]
-            for j, chunk in enumerate(chunks):
-                keys = [key_of(kind="attack", model=vlm.fingerprint, sample=sample_fingerprint(s), attack=params)
-                        for s in chunk]
-                if not all(k in store for k in keys):
-                    if name in TEXT_ATTACKS:
-                        recs = text_attack_chunk(vlm, attack, chunk, keys, edits, judge, cfg, params)
-                    else:
-                        recs = attack_chunk(vlm, attack, chunk, keys, out, judge, cfg.verify_reload, params)
-                    store.put_many(recs)
-                if progress:
-                    progress(f"{vlm.name} {name}", j + 1, len(chunks))
-        if "end_pgd" in cfg.attacks and cfg.recovery:
-            recovery_stage(vlm, by_id, store, out, judge, cfg)
-            if progress:
-                progress(f"{vlm.name} layer recovery", 1, 1)
-    if "nat_evid" in cfg.attacks and cfg.ocr_limit:
-        ocr_evidence(store, samples, make_attack("nat_evid", cfg, judge), edits, cfg.ocr_limit, progress)
-    return store
+    """The audit on models already loaded here (the local executor)."""
+    from mmaudit.execution import LocalExecutor, drive
+
+    return drive(LocalExecutor(models, samples, out, cfg, judge or Judge()), samples, out, cfg, errors, progress)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from mmaudit.cli_common import LEVELS, console, print_table, progress_bar, progress_callback
+from mmaudit.cli_common import console, print_table, progress_bar, progress_callback
 
 audit_app = typer.Typer(help="FusionAudit: white-box audit of VLMs along the pixel and rendered-text pathways.")
 ALL = "vis_pgd,end_pgd,mantis,typo_evid,nat_evid"
@@ -26,22 +26,9 @@ def parse_list(text: str, kind=str) -> list:
 
 
 def load_models(specs: list[str]):
-    from mmaudit.models.zoo.adapter import load_zoo
+    from mmaudit.models.load import expand, load_model
 
-    models = []
-    for spec in specs:
-        if spec == "zoo":
-            models += [load_zoo(level) for level in LEVELS]
-        elif spec.startswith("zoo:"):
-            models.append(load_zoo(spec.split(":", 1)[1]))
-        else:
-            from mmaudit.models.hf import load_hf
-
-            level = None
-            if "@" in spec:
-                spec, level = spec.rsplit("@", 1)
-            models.append(load_hf(spec, level=level, dtype="float32"))
-    return models
+    return [load_model(s) for s in expand(specs)]
 
 
 def load_audit_data(spec: str, limit: int | None, select: int | None = None, seed: int = 0):
@@ -93,7 +80,7 @@ def run_audit_command(
     paper_protocol: bool = False, downscale: int | None = None, n_boot: int = 10_000, out: Path = Path("runs/audit"),
     typo_position: str = "bottom", max_chars: int = 16, editor: str = "layout", oar_layers: str | None = None,
     recovery: int = 40, recovery_positions: str = "image", ocr_limit: int = 48, schedule: str = "full",
-    select: int | None = None,
+    select: int | None = None, executor: str = "local", ray_workers: int = 1, ray_address: str | None = None,
 ) -> dict:
     """The whole audit: run (resumable), summarise from the store, print every table, write report.md."""
     from mmaudit.audit import AuditConfig, attack_params, run_audit
@@ -106,9 +93,18 @@ def run_audit_command(
                       max_chars=max_chars, editor=make_editor(editor), text=text, recovery=recovery,
                       recovery_positions=recovery_positions, ocr_limit=ocr_limit, schedule=schedule)
     samples, errors = load_audit_data(data, limit, select, seed)
-    models = load_models(model or ["zoo"])
     with progress_bar() as bar:
-        store = run_audit(models, samples, out, cfg, errors=errors, progress=progress_callback(bar))
+        if executor == "ray":
+            from mmaudit.execution import RayExecutor, drive
+            from mmaudit.models.load import expand
+
+            ex = RayExecutor(expand(model or ["zoo"]), samples, out, cfg, workers=ray_workers, address=ray_address)
+            store = drive(ex, samples, out, cfg, errors, progress_callback(bar))
+        elif executor == "local":
+            store = run_audit(load_models(model or ["zoo"]), samples, out, cfg, errors=errors,
+                              progress=progress_callback(bar))
+        else:
+            raise typer.BadParameter(f"executor must be local or ray, got {executor!r}")
     summary = summarise(store, {a: attack_params(a, cfg) for a in cfg.attacks}, n_boot=n_boot, seed=seed)
     path = write_report(summary, out)
     for title, head, rows in all_tables(summary):
@@ -149,6 +145,10 @@ def audit(
     recovery: int = typer.Option(40, help="Layer recovery on the first N End-PGD flips per model (0: off)."),
     recovery_positions: str = typer.Option("image", help="Positions patched in layer recovery: image or prompt."),
     ocr_limit: int = typer.Option(48, help="Chart/document samples for the OCR evidence check (0: off)."),
+    executor: str = typer.Option("local", help="local, or ray: (model x sample shard) units over Ray actors, "
+                                 "one per GPU, retried when a worker dies; results land in this run's store."),
+    ray_workers: int = typer.Option(1, help="Ray actors per model."),
+    ray_address: str = typer.Option(None, help="Ray cluster address (default $RAY_ADDRESS, else a local Ray)."),
     schedule: str = typer.Option("full", help="full: every attack on all of C; union: AutoAttack-style, each pixel "
                                  "attack only on what earlier ones left (R0/R+/δ exact, fewer passes)."),
 ) -> None:
@@ -157,7 +157,7 @@ def audit(
         return
     run_audit_command(model, data, attacks, eps, steps, alpha, seed, limit, batch, paper_protocol, downscale, n_boot,
                       out, typo_position, max_chars, editor, oar_layers, recovery, recovery_positions, ocr_limit,
-                      schedule, select)
+                      schedule, select, executor, ray_workers, ray_address)
 
 
 @audit_app.command("sweep")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmaudit.audit import clean_pass
+from mmaudit.audit import chunks_of, clean_chunk, clean_keys, correct_set
 from mmaudit.data.sample import Sample, sample_fingerprint
 from mmaudit.judge.match import Judge
 from mmaudit.models.vlm import VLM
@@ -48,8 +48,11 @@ def run_sweep(models: list[VLM], samples: list[Sample], out: Path, cfg: SweepCon
     store = RunStore(out / "results.jsonl")
     budgets = tuple(sorted(cfg.steps))
     for vlm in models:
-        correct = clean_pass(vlm, samples, store, judge, cfg.batch, out)
-        chunks = [correct[i : i + cfg.batch] for i in range(0, len(correct), cfg.batch)]
+        ordered = sorted(samples, key=lambda s: s.id)
+        for chunk in chunks_of(ordered, cfg.batch):
+            if not all(k in store for k in clean_keys(vlm.fingerprint, chunk)):
+                store.put_many(clean_chunk(vlm, chunk, judge, out))
+        chunks = chunks_of(correct_set(store, vlm.fingerprint, ordered), cfg.batch)
         runs = [(seed, eps) for seed in cfg.seeds for eps in cfg.eps]
         for n, (seed, eps) in enumerate(runs, 1):
             atk = MANTIS(eps=eps, steps=budgets[-1], seed=seed, early_stop=cfg.early_stop, checkpoints=budgets,
