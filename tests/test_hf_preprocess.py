@@ -79,3 +79,15 @@ def test_smolvlm_tiles_equal_the_family_processor(tiny_smolvlm):
     assert (ours["pixel_values"][:, 4] - ref[:, 4]).abs().mean() < 0.05  # global view: bicubic vs Lanczos
     g = grids[0]
     assert g.n_tokens == 5 and g.region_to_patches((30, 30, 40, 40)) == [3, 4]
+
+
+@pytest.mark.parametrize("device_map", [{"": "cpu"}, "auto"])
+def test_bf16_and_device_map_load(tmp_path, device_map):
+    from mmaudit.models.hf import load_hf
+    from mmaudit.models.hf.tiny import save_tiny_qwen2_5_vl
+
+    vlm = load_hf(save_tiny_qwen2_5_vl(tmp_path / "tiny"), level="L2", dtype="bfloat16", device_map=device_map)
+    assert next(vlm.model.parameters()).dtype == torch.bfloat16 and vlm.device.type == "cpu"
+    x = torch.rand(1, 3, 56, 56, requires_grad=True)
+    vlm.score(x, ["what ?"], ["1"]).sequence_logprob().sum().backward()
+    assert torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
