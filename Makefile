@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[hf,ocr,embed,ray,dev]"
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[hf,ocr,embed,ray,chat,dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)

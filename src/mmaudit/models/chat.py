@@ -1,8 +1,8 @@
 """Black-box chat models behind one call: ``chat(messages) -> text``.
 
 This module holds the interface and the scripted model the tests use; the
-OpenAI-compatible client and the embedded SmolLM2 model plug in behind the same
-``ChatModel`` protocol.
+OpenAI-compatible client (:mod:`mmaudit.models.openai_chat`, cached and
+concurrent) plugs in behind the same ``ChatModel`` protocol.
 """
 
 from __future__ import annotations

@@ -1,0 +1,95 @@
+"""A minimal OpenAI-compatible chat server for tests and benchmarks: fixed latency, injected failures.
+
+Replies are a deterministic function of the messages (``echo:<hash>``).
+``fail_rate`` of the requests fail once each, as a 429, a 500 or a timeout
+(the server sleeps past the client's timeout); a retried request then
+succeeds. ``completed`` counts the 200 replies per request, so a test can
+check that no unique request was answered twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+
+
+def reply_for(messages: list[dict]) -> str:
+    return "echo:" + hashlib.sha1(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:12]
+
+
+class LocalChatServer:
+    def __init__(self, latency: float = 0.0, fail_rate: float = 0.0, seed: int = 0, stall: float = 3.0) -> None:
+        self.latency, self.fail_rate, self.stall = latency, fail_rate, stall
+        self.rng = np.random.default_rng(seed)
+        self.lock = threading.Lock()
+        self.completed: Counter[str] = Counter()
+        self.failed: Counter[str] = Counter()
+        self.seen: set[str] = set()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                if not self.path.endswith("/v1/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                messages = body["messages"]
+                key = reply_for(messages)
+                with server.lock:
+                    first = key not in server.seen
+                    server.seen.add(key)
+                    fail = first and server.rng.random() < server.fail_rate
+                    kind = ("429", "500", "timeout")[int(server.rng.integers(3))] if fail else ""
+                time.sleep(server.latency)
+                if kind:
+                    with server.lock:
+                        server.failed[kind] += 1
+                    if kind == "timeout":
+                        time.sleep(server.stall)
+                    self._send(429 if kind == "429" else 500, {"error": {"message": f"injected {kind}"}})
+                    return
+                text = reply_for(messages)
+                words = sum(len(m["content"].split()) for m in messages)
+                self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                 "choices": [{"index": 0, "finish_reason": "stop",
+                                              "message": {"role": "assistant", "content": text}}],
+                                 "usage": {"prompt_tokens": words, "completion_tokens": 1,
+                                           "total_tokens": words + 1}})
+                with server.lock:
+                    server.completed[key] += 1
+
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_port}/v1"
+
+    def __enter__(self) -> LocalChatServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
