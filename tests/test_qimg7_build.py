@@ -278,3 +278,33 @@ def test_vgg19_loads_user_weights_in_torchvision_layout(tmp_path):
     assert len(style) == 5 and content is not None
     s = neural_style_transfer(ITEMS[0], CTX, net=net, steps=2, max_side=48)
     assert s.params["encoder"] == "vgg19"
+
+
+def test_every_prompt_is_free_of_construction_fields(mini):
+    from mmaudit.rag.prompts import (
+        branch_prompt,
+        judge_prompt,
+        resolver_prompt,
+        self_check_prompt,
+        text_trust_prompt,
+        triage_prompt,
+    )
+
+    out, summary = mini
+    rows = [r for f in summary["files"] for r in read_rows(Path(f))]
+    clean = {r.qid: [t.model_dump() for t in r.text_evidence] for r in rows if r.regime == "TC_IC"}
+    for r in rows:
+        v = r.model_view()
+        meta = r.image_evidence.metadata
+        prompts = [branch_prompt(v, b)[0] for b in ("PARAMETRIC", "TEXT_ONLY", "FULL_MM")]
+        prompts += [triage_prompt(v), self_check_prompt(v), resolver_prompt(v, "a", "b", "c"), text_trust_prompt(v),
+                    judge_prompt(r.question, "an answer", clean[r.qid])]
+        hidden = [r.regime, r.image_pollution_type, meta.rationale, meta.manipulation_method, meta.manipulation_prompt]
+        for p in prompts:
+            for value in hidden:
+                if value and value != "clean":
+                    assert value not in p, (r.regime, value)
+        parametric = prompts[0]
+        assert all(t.snippet not in parametric for t in r.text_evidence)  # Parametric sees the question only
+        assert r.image_evidence.alt_text not in prompts[1] and r.image_evidence.alt_text in prompts[2]
+        assert r.image_evidence.alt_text not in prompts[6]  # TextTrust: no image metadata

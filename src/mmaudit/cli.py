@@ -104,20 +104,30 @@ def bench_score(
     judged: Path = typer.Option(..., help="Release root that holds evaluation/judged/<stack>/<dataset>/."),
     stack: str = typer.Option(None, help="Which stack, when there are several."),
     as_json: bool = typer.Option(False, "--json", help="Print the main table as JSON."),
+    n_boot: int = typer.Option(10_000, help="Question-clustered paired bootstrap replicates (0: no CIs)."),
+    seed: int = typer.Option(0, help="Bootstrap seed."),
 ) -> None:
-    """Main table (TC, TP, Drop, Balanced; macro over datasets) from judged files."""
-    from mmaudit.rag.score import main_table
+    """Main table (TC, TP, Drop, Balanced; macro over datasets) from judged files, with bootstrap CIs."""
+    from mmaudit.rag.score import clustered_bootstrap, judged_rows, main_table
 
     rows = main_table(judged, stack)
     if as_json:
         print(json.dumps([{k: r[k] for k in ("method", "tc", "tp", "drop", "balanced")} for r in rows], indent=2))
         return
-    table = Table(title=f"QIMG-7 main table ({judged})")
+    cis = clustered_bootstrap(judged_rows(judged, stack), n_boot, seed)["methods"] if n_boot else {}
+
+    def cell(r: dict, k: str) -> str:
+        if r["method"] not in cis:
+            return f"{100 * r[k]:.1f}"
+        _, lo, hi = cis[r["method"]][k]
+        return f"{100 * r[k]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+    table = Table(title=f"QIMG-7 main table ({judged})" + (f"; 95% CIs, {n_boot} question-clustered paired "
+                                                          f"bootstrap replicates, seed {seed}" if n_boot else ""))
     for h in ("method", "TC", "TP", "Drop", "Balanced", "datasets"):
         table.add_column(h, justify="left" if h in ("method", "datasets") else "right")
     for r in rows:
-        table.add_row(r["method"], *[f"{100 * r[k]:.1f}" for k in ("tc", "tp", "drop", "balanced")],
-                      ", ".join(r["datasets"]))
+        table.add_row(r["method"], *[cell(r, k) for k in ("tc", "tp", "drop", "balanced")], ", ".join(r["datasets"]))
     console.print(table)
 
 

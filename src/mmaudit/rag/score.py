@@ -84,12 +84,18 @@ def dataset_scores(rows: list[dict]) -> dict[str, float]:
     return {"tc": tc, "tp": tp, "drop": tc - tp, "balanced": (tc + tp) / 2, "n_questions": len(qm)}
 
 
-def main_table(root: Path, stack: str | None = None) -> list[dict]:
-    """One row per method: TC, TP, Drop, Balanced, macro-averaged over the datasets found."""
-    per: dict[str, dict[str, dict]] = defaultdict(dict)
+def judged_rows(root: Path, stack: str | None = None) -> dict[str, dict[str, list[dict]]]:
+    """method -> dataset -> judged rows (with ``_score``)."""
+    per: dict[str, dict[str, list[dict]]] = defaultdict(dict)
     for dataset, files in judged_files(root, stack).items():
         for method, rows in load_rows(files).items():
-            per[method][dataset] = dataset_scores(rows)
+            per[method][dataset] = rows
+    return dict(per)
+
+
+def main_table(root: Path, stack: str | None = None) -> list[dict]:
+    """One row per method: TC, TP, Drop, Balanced, macro-averaged over the datasets found."""
+    per = {m: {ds: dataset_scores(rows) for ds, rows in by.items()} for m, by in judged_rows(root, stack).items()}
     table = []
     for method in sorted(per):
         ds = per[method]
@@ -99,3 +105,58 @@ def main_table(root: Path, stack: str | None = None) -> list[dict]:
         row["datasets"] = sorted(ds)
         table.append(row)
     return table
+
+
+METRICS = ("tc", "tp", "drop", "balanced")
+
+
+def _question_arrays(per: dict[str, dict[str, list[dict]]]) -> tuple[dict, dict]:
+    """Per dataset the sorted question ids, and per method/dataset the (Q, 2) TC/TP question means."""
+    qids = {ds: sorted({str(r["qid"]) for m in per.values() for r in m.get(ds, [])})
+            for ds in sorted({d for m in per.values() for d in m})}
+    arrays: dict[str, dict[str, np.ndarray]] = {}
+    for method, by_ds in per.items():
+        arrays[method] = {}
+        for ds, rows in by_ds.items():
+            qm = question_means(rows)
+            arrays[method][ds] = np.array([[qm.get(q, {}).get("TC", np.nan), qm.get(q, {}).get("TP", np.nan)]
+                                           for q in qids[ds]])
+    return qids, arrays
+
+
+def _metrics(tc: np.ndarray, tp: np.ndarray) -> dict[str, np.ndarray]:
+    return {"tc": tc, "tp": tp, "drop": tc - tp, "balanced": (tc + tp) / 2}
+
+
+def clustered_bootstrap(per: dict[str, dict[str, list[dict]]], n_boot: int = 10_000, seed: int = 0,
+                        pairs: list[tuple[str, str]] | None = None, alpha: float = 0.05) -> dict:
+    """Question-clustered paired bootstrap (Section 5): question ids are resampled with replacement within
+    each dataset, the same draw for every method (paired), every question keeping all its 16 regimes
+    (its TC and TP means are computed from them first); each replicate is aggregated exactly as the point
+    estimate (datasets unweighted). Returns per-method CIs and, for ``pairs`` (a, b), CIs of a - b."""
+    qids, arrays = _question_arrays(per)
+    rng = np.random.default_rng(seed)
+    reps: dict[str, dict[str, np.ndarray]] = {m: {k: np.zeros(n_boot) for k in METRICS} for m in per}
+    point: dict[str, dict[str, float]] = {}
+    for m in per:
+        tc = np.mean([np.nanmean(arrays[m][ds][:, 0]) for ds in arrays[m]])
+        tp = np.mean([np.nanmean(arrays[m][ds][:, 1]) for ds in arrays[m]])
+        point[m] = {k: float(v) for k, v in _metrics(tc, tp).items()}
+    for ds, q in qids.items():
+        idx = rng.integers(0, len(q), size=(n_boot, len(q)))
+        w = np.stack([np.bincount(row, minlength=len(q)) for row in idx]).astype(float) / len(q)  # (B, Q)
+        for m in per:
+            a = arrays[m][ds]
+            tc, tp = w @ np.nan_to_num(a[:, 0]), w @ np.nan_to_num(a[:, 1])
+            for k, v in _metrics(tc, tp).items():
+                reps[m][k] += v / len(arrays[m])
+
+    def ci(values: np.ndarray, pt: float) -> tuple[float, float, float]:
+        lo, hi = np.percentile(values, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+        return pt, float(lo), float(hi)
+
+    out = {"methods": {m: {k: ci(reps[m][k], point[m][k]) for k in METRICS} for m in per},
+           "replicates": n_boot, "seed": seed, "resampled": "question ids within each dataset, all regimes kept"}
+    out["deltas"] = {f"{a} - {b}": {k: ci(reps[a][k] - reps[b][k], point[a][k] - point[b][k]) for k in METRICS}
+                     for a, b in (pairs or [])}
+    return out
