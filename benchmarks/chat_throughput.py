@@ -1,9 +1,10 @@
-"""Chat-call throughput against a local OpenAI-compatible server with a fixed latency, at concurrency 1 and 16.
+"""`bench run` and its chat layer against a local OpenAI-compatible server with a fixed latency, concurrency 1 vs 16.
 
-Prints requests/s and the ratio to the ideal time (unique calls x latency /
-concurrency). This measures the client layer that `bench run` will drive.
+Prints requests/s of the client and rows/s of `bench run` on a small built
+benchmark, each with the ratio to the ideal time (unique calls x latency /
+concurrency).
 
-Run: .venv/bin/python benchmarks/chat_throughput.py [--n 64] [--latency 0.2]
+Run: .venv/bin/python benchmarks/chat_throughput.py [--n 64] [--latency 0.2] [--questions 2]
 """
 
 from __future__ import annotations
@@ -15,12 +16,31 @@ from pathlib import Path
 
 from mmaudit.models.local_server import LocalChatServer
 from mmaudit.models.openai_chat import OpenAIChat
+from mmaudit.rag.build import BuildConfig, build_benchmark
+from mmaudit.rag.mini import mini_inputs
+from mmaudit.rag.run import run_bench
+
+
+def bench_run_rows(latency: float, questions: int) -> None:
+    with LocalChatServer(latency=latency) as srv, tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "bench"
+        build_benchmark(mini_inputs()[:questions], folder, BuildConfig(patch_steps=4, style_steps=4))
+        print(f"bench run on {questions} questions ({questions * 16} rows):")
+        for c in (1, 16):
+            chat = OpenAIChat("bench", base_url=srv.base_url, cache=Path(tmp) / f"run{c}.jsonl", concurrency=c)
+            t0 = time.perf_counter()
+            s = run_bench(folder, chat, Path(tmp) / f"out{c}", vision=True)
+            secs = time.perf_counter() - t0
+            ideal = chat.usage.calls * latency / c
+            print(f"  concurrency {c:2}: {s['rows'] / secs:6.2f} rows/s, {chat.usage.calls} unique calls in "
+                  f"{secs:6.2f} s, ideal {ideal:5.2f} s, ratio ideal/actual {ideal / secs:.2f}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--latency", type=float, default=0.2)
+    ap.add_argument("--questions", type=int, default=2)
     args = ap.parse_args()
     requests = [[{"role": "user", "content": f"question {i}"}] for i in range(args.n)]
     print(f"{args.n} unique requests, server latency {1000 * args.latency:.0f} ms")
@@ -37,6 +57,7 @@ def main() -> None:
             t0 = time.perf_counter()
             chat.chat_many(requests)
             print(f"    rerun from the cache: {time.perf_counter() - t0:.3f} s, new calls {chat.usage.calls - before}")
+    bench_run_rows(args.latency, args.questions)
 
 
 if __name__ == "__main__":

@@ -205,8 +205,13 @@ def demo(
 
 def _register() -> None:
     from mmaudit.cli_audit import audit_app
+    from mmaudit.cli_bench import bench_atomic, bench_judges, bench_kappa, bench_run
 
     app.add_typer(audit_app, name="audit")
+    bench_app.command("run")(bench_run)
+    bench_app.command("atomic")(bench_atomic)
+    bench_app.command("judges")(bench_judges)
+    bench_app.command("kappa")(bench_kappa)
 
 
 _register()

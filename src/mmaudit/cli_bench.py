@@ -1,0 +1,183 @@
+"""`mmaudit bench run`: the QIMG-7 evaluation (branches, defences, judge) and its tables and report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from mmaudit.cli_common import console, print_table, progress_bar, progress_callback
+
+
+def pct(x: float) -> str:
+    return "n/a" if x != x else f"{100 * x:.1f}"
+
+
+def bench_tables(out: Path, stack: str, n_boot: int, seed: int) -> list[tuple[str, list[str], list[list[str]]]]:
+    from mmaudit.rag import tables
+    from mmaudit.rag.records import IMAGE_ATTACKS
+    from mmaudit.rag.score import clustered_bootstrap, judged_rows, main_table
+
+    per = judged_rows(out, stack)
+    main = main_table(out, stack)
+    cis = clustered_bootstrap(per, n_boot, seed)["methods"] if n_boot else {}
+
+    def cell(m: str, k: str, v: float) -> str:
+        return f"{pct(v)} [{pct(cis[m][k][1])}, {pct(cis[m][k][2])}]" if m in cis else pct(v)
+
+    out_tables = [("Main table (support score %, macro over datasets; 95% question-clustered paired bootstrap CIs)",
+                   ["method", "TC", "TP", "Drop", "Balanced"],
+                   [[r["method"]] + [cell(r["method"], k, r[k]) for k in ("tc", "tp", "drop", "balanced")]
+                    for r in main])]
+    af = tables.attack_family(per)
+    out_tables.append(("Polluted text by image attack (TP_IP_<attack>, %)", ["method", *IMAGE_ATTACKS],
+                       [[m] + [pct(af[m][a]) for a in IMAGE_ATTACKS] for m in sorted(af)]))
+    ch = tables.channel_isolation(per)
+    out_tables.append(("Channel isolation (%)", ["method", "TC_IC", "TC_IP", "TP_IC", "TP_IP"],
+                       [[m] + [pct(ch[m][k]) for k in ("TC_IC", "TC_IP", "TP_IC", "TP_IP")] for m in sorted(ch)]))
+    dec = tables.decisions(per)
+    out_tables.append(("Decisions (% of rows per route, clean / polluted text)", ["method", "TC", "TP"],
+                       [[m] + [", ".join(f"{k} {pct(v)}" for k, v in dec[m][g].items()) for g in ("TC", "TP")]
+                        for m in sorted(dec)]))
+    ra = tables.route_accuracy(per)
+    out_tables.append(("Route accuracy against the oracle branch (%)", ["method", "accuracy"],
+                       [[m, pct(ra[m])] for m in sorted(ra)]))
+    return out_tables
+
+
+def bench_run(
+    folder: Path = typer.Option(None, help="A QIMG-7 folder (regime JSONL + images); default: build the bundled "
+                                "mini benchmark into runs/bench."),
+    out: Path = typer.Option(Path("runs/bench-run"), help="Run folder: calls cache, judged files, report."),
+    endpoint: str = typer.Option(None, help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama, an API)."),
+    model: str = typer.Option(None, help="Model name at the endpoint; none: the embedded SmolLM2 model."),
+    judge_model: str = typer.Option(None, help="Judge model at the endpoint (default: the answer model)."),
+    concurrency: int = typer.Option(8, help="Concurrent requests to the endpoint."),
+    vision: bool = typer.Option(False, help="Send images as pixels (the endpoint's model sees images)."),
+    limit: int = typer.Option(None, help="Only the first N questions."),
+    n_boot: int = typer.Option(10_000, help="Bootstrap replicates."),
+    seed: int = typer.Option(0),
+) -> None:
+    """Branches (Parametric, Text-only, Full-MM), defences, blinded judge; main and diagnostic tables."""
+    from mmaudit.models.embedded_chat import NOTICE, EmbeddedChat
+    from mmaudit.models.openai_chat import OpenAIChat
+    from mmaudit.rag.run import run_bench
+
+    if folder is None:
+        folder = Path("runs/bench")
+        if not list(folder.glob("*_qimg7_mm_regimes_*.jsonl")):
+            from mmaudit.rag.build import BuildConfig, build_benchmark
+            from mmaudit.rag.mini import mini_inputs
+
+            build_benchmark(mini_inputs(), folder, BuildConfig())
+    out.mkdir(parents=True, exist_ok=True)
+    if model or endpoint:
+        chat = OpenAIChat(model or "default", base_url=endpoint, cache=out / "calls.jsonl", concurrency=concurrency)
+        judge = OpenAIChat(judge_model, base_url=endpoint, cache=out / "calls.jsonl",
+                           concurrency=concurrency) if judge_model else chat
+        notes, stack = [], (model or "default").replace("/", "_")
+    else:
+        chat = judge = EmbeddedChat(cache=out / "calls.jsonl")
+        notes, stack = [NOTICE], "embedded"
+    with progress_bar() as bar:
+        summary = run_bench(folder, chat, out, judge, stack=stack, limit=limit, vision=vision,
+                            progress=progress_callback(bar))
+    tabs = bench_tables(out, stack, n_boot, seed)
+    summary |= {"notes": notes, "tables": [{"title": t, "head": h, "rows": r} for t, h, r in tabs]}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    lines = ["# QIMG-7 run", "", *notes, "", f"{summary['rows']} rows, {summary['questions']} questions; judge calls "
+             f"{summary['judge_calls']}, unparsed verdicts {summary['unparsed_verdicts']} (scored uncertain)."]
+    for title, head, rows in tabs:
+        print_table(title, head, rows, left=("method",))
+        lines += ["", f"## {title}", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    for n in notes:
+        console.print(f"[yellow]{n}[/yellow]")
+    console.print(f"judged files under {out / 'evaluation'}; report {out / 'report.md'}")
+
+
+def _judged_and_clean(folder: Path, run: Path, stack: str | None):
+    from mmaudit.rag.run import load_rows
+    from mmaudit.rag.score import judged_rows
+
+    clean = {(r.dataset.lower(), str(r.qid)): [t.model_dump() for t in r.text_evidence]
+             for r in load_rows(folder) if r.regime == "TC_IC"}
+    return judged_rows(run, stack), clean
+
+
+def _chat(spec: str | None, cache: Path):
+    """'MODEL@URL' (an OpenAI-compatible endpoint) or None (the embedded model)."""
+    from mmaudit.models.embedded_chat import EmbeddedChat
+    from mmaudit.models.openai_chat import OpenAIChat
+
+    if not spec:
+        return EmbeddedChat(cache=cache)
+    model, _, url = spec.partition("@")
+    return OpenAIChat(model, base_url=url or None, cache=cache)
+
+
+def bench_atomic(
+    folder: Path = typer.Option(Path("runs/bench"), help="The benchmark folder (for the trusted clean evidence)."),
+    run: Path = typer.Option(Path("runs/bench-run"), help="The run folder holding evaluation/judged/."),
+    stack: str = typer.Option(None, help="Which stack under evaluation/judged/."),
+    model: str = typer.Option(None, help="Decomposer and claim judge: 'MODEL@URL'; default the embedded model."),
+    per_dataset: int = typer.Option(5, help="Questions drawn per dataset (all 16 regimes kept)."),
+    seed: int = typer.Option(0),
+) -> None:
+    """Atomic factuality audit (Appendix I): claims judged one by one, uncertain = 0."""
+    from mmaudit.rag.audits import atomic_audit
+
+    per, clean = _judged_and_clean(folder, run, stack)
+    res = atomic_audit(per, clean, _chat(model, run / "calls.jsonl"), per_dataset=per_dataset, seed=seed)
+    (run / "atomic.json").write_text(json.dumps(res, indent=2))
+    print_table(f"Atomic factuality ({res['questions']} questions, {res['claims']} claims)",
+                ["method", "TC", "TP", "Drop", "Balanced"],
+                [[m] + [pct(v[k]) for k in ("tc", "tp", "drop", "balanced")] for m, v in res["methods"].items()],
+                left=("method",))
+
+
+def bench_judges(
+    judge: list[str] = typer.Option(..., help="NAME=MODEL@URL, repeated: the judges to compare."),
+    folder: Path = typer.Option(Path("runs/bench")),
+    run: Path = typer.Option(Path("runs/bench-run")),
+    stack: str = typer.Option(None),
+    per_dataset: int = typer.Option(5),
+    seed: int = typer.Option(0),
+) -> None:
+    """Evaluator-sensitivity audit (G.6): balanced support per method under several judges, one subset."""
+    from mmaudit.rag.audits import evaluator_sensitivity
+
+    per, clean = _judged_and_clean(folder, run, stack)
+    judges = {name: _chat(spec, run / "calls.jsonl") for name, _, spec in (j.partition("=") for j in judge)}
+    res = evaluator_sensitivity(per, clean, judges, per_dataset=per_dataset, seed=seed)
+    methods = sorted({m for v in res.values() for m in v})
+    print_table("Balanced support per judge (%)", ["judge", *methods],
+                [[name] + [pct(v.get(m, float("nan"))) for m in methods] for name, v in res.items()],
+                left=("judge",))
+
+
+def bench_kappa(
+    human: Path = typer.Option(..., help="JSONL of {qid, regime, baseline, label} from a human annotator."),
+    run: Path = typer.Option(Path("runs/bench-run")),
+    stack: str = typer.Option(None),
+) -> None:
+    """Human vs judge agreement (G.7): exact agreement, Cohen's kappa unweighted and quadratic-weighted."""
+    from mmaudit.rag.audits import cohen_kappa
+    from mmaudit.rag.score import judged_rows
+
+    judged = {(str(r["qid"]), r["regime"], m): r["label"] for m, by in judged_rows(run, stack).items()
+              for rows in by.values() for r in rows}
+    pairs = []
+    for n, line in enumerate(human.read_text().splitlines(), 1):
+        if line.strip():
+            h = json.loads(line)
+            key = (str(h["qid"]), h["regime"], h["baseline"])
+            if key not in judged:
+                raise typer.BadParameter(f"{human.name}:{n}: no judged row for {key}")
+            pairs.append((h["label"], judged[key]))
+    a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+    agree = sum(x == y for x, y in pairs) / len(pairs)
+    console.print(f"{len(pairs)} outputs: exact agreement {pct(agree)}%, Cohen's kappa {cohen_kappa(a, b):.3f}, "
+                  f"quadratic-weighted {cohen_kappa(a, b, 'quadratic'):.3f}")

