@@ -72,6 +72,7 @@ def bench_run(
 
             build_benchmark(mini_inputs(), folder, BuildConfig())
     out.mkdir(parents=True, exist_ok=True)
+    compact: dict = {}
     if model or endpoint:
         chat = OpenAIChat(model or "default", base_url=endpoint, cache=out / "calls.jsonl", concurrency=concurrency)
         judge = OpenAIChat(judge_model, base_url=endpoint, cache=out / "calls.jsonl",
@@ -79,10 +80,11 @@ def bench_run(
         notes, stack = [], (model or "default").replace("/", "_")
     else:
         chat = judge = EmbeddedChat(cache=out / "calls.jsonl")
-        notes, stack = [NOTICE], "embedded"
+        compact = {"passages": 2, "words": 30}  # a 135M model on 2 cores: prompt prefill is the whole cost
+        notes, stack = [NOTICE + " Evidence is cut to 2 passages of 30 words for it."], "embedded"
     with progress_bar() as bar:
         summary = run_bench(folder, chat, out, judge, stack=stack, limit=limit, vision=vision,
-                            progress=progress_callback(bar))
+                            progress=progress_callback(bar), **compact)
     tabs = bench_tables(out, stack, n_boot, seed)
     summary |= {"notes": notes, "tables": [{"title": t, "head": h, "rows": r} for t, h, r in tabs]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))

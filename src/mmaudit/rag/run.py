@@ -68,11 +68,21 @@ def load_rows(folder: Path, limit: int | None = None) -> list[RegimeRow]:
     return rows
 
 
+def compact(view: dict, passages: int | None, words: int | None) -> dict:
+    """Fewer and shorter passages (for a small CPU model; the full evidence otherwise)."""
+    if passages is None and words is None:
+        return view
+    ev = [dict(p, snippet=" ".join(p["snippet"].split()[:words]) if words else p["snippet"])
+          for p in view["text_evidence"][:passages]]
+    return view | {"text_evidence": ev}
+
+
 def run_bench(folder: Path, chat, out: Path, judge=None, stack: str = "default", limit: int | None = None,
-              vision: bool = False, progress: Callable[[str, int, int], None] | None = None) -> dict:
+              vision: bool = False, progress: Callable[[str, int, int], None] | None = None,
+              passages: int | None = None, words: int | None = None) -> dict:
     judge = judge or chat
     rows = load_rows(folder, limit)
-    views = [r.model_view() for r in rows]
+    views = [compact(r.model_view(), passages, words) for r in rows]
     bridge = image_bridge(folder)
     step = 0
 
@@ -120,7 +130,8 @@ def run_bench(folder: Path, chat, out: Path, judge=None, stack: str = "default",
                         ("soft_conductor", routers.soft_conductor(c, resolver[i], checks[i]))):
             decisions[name].append(r)
     tick("routing")
-    clean = {(r.dataset, str(r.qid)): [t.model_dump() for t in r.text_evidence] for r in rows if r.regime == "TC_IC"}
+    clean = {(r.dataset, str(r.qid)): compact(r.model_view(), passages, words)["text_evidence"]
+             for r in rows if r.regime == "TC_IC"}
     pairs = sorted({(r.dataset, str(r.qid), r.question, d.answer) for m in METHODS
                     for r, d in zip(rows, decisions[m])})
     verdict_raw = many(judge, [user(prompts.judge_prompt(q, a, clean.get((ds, qid), []))) for ds, qid, q, a in pairs],
@@ -130,6 +141,7 @@ def run_bench(folder: Path, chat, out: Path, judge=None, stack: str = "default",
     written = write_judged(rows, decisions, verdicts, out, stack)
     tick("write")
     return {"rows": len(rows), "questions": len({(r.dataset, str(r.qid)) for r in rows}), "files": written,
+            "evidence": {"passages": passages, "words": words},
             "judge_calls": len(pairs), "unparsed_verdicts": sum(not v[2] for v in verdicts.values()),
             "unparsed_decisions": {m: sum(not d.parsed for d in decisions[m]) for m in METHODS}}
 
