@@ -19,8 +19,6 @@ FAMILIES = {
                      "transformers.models.blip.image_processing_pil_blip:BlipImageProcessorPil"),
     "smolvlm": ("mmaudit.models.hf.smolvlm:SmolVLMAdapter",
                 "transformers.models.smolvlm.image_processing_pil_smolvlm:SmolVLMImageProcessorPil"),
-    "idefics3": ("mmaudit.models.hf.smolvlm:SmolVLMAdapter",
-                 "transformers.models.idefics3.image_processing_pil_idefics3:Idefics3ImageProcessorPil"),
     "gemma3": ("mmaudit.models.hf.gemma3:Gemma3Adapter",
                "transformers.models.gemma3.image_processing_pil_gemma3:Gemma3ImageProcessorPil"),
     "llava": ("mmaudit.models.hf.llava:LlavaAdapter",

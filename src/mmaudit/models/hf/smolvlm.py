@@ -1,4 +1,4 @@
-"""SmolVLM / Idefics3 behind the VLM protocol: the image is resized, split into tiles, plus a global view.
+"""SmolVLM (Idefics3-based) behind the VLM protocol: the image is resized, split into tiles, plus a global view.
 
 Preprocessing follows the family processor, in torch: resize so the longest
 edge is ``size["longest_edge"]`` (even sides), round both sides up to
