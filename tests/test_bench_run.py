@@ -65,7 +65,7 @@ def test_bench_run_command_writes_tables_and_report(mini, tmp_path):
         res = CliRunner().invoke(app, ["bench", "run", "--folder", str(mini), "--out", str(tmp_path),
                                        "--endpoint", srv.base_url, "--model", "echo", "--n-boot", "200"])
     assert res.exit_code == 0, res.output
-    for title in ("Main table", "by image attack", "Channel isolation", "Decisions", "Route accuracy"):
+    for title in ("Main table", "Paired deltas", "by image attack", "Channel isolation", "Decisions", "Route accuracy"):
         assert title in res.output
     report = (tmp_path / "report.md").read_text()
     assert "unparsed verdicts" in report and "Main table" in report

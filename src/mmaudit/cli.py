@@ -114,7 +114,11 @@ def bench_score(
     if as_json:
         print(json.dumps([{k: r[k] for k in ("method", "tc", "tp", "drop", "balanced")} for r in rows], indent=2))
         return
-    cis = clustered_bootstrap(judged_rows(judged, stack), n_boot, seed)["methods"] if n_boot else {}
+    per = judged_rows(judged, stack)
+    ref = "field_selector" if "field_selector" in per else None
+    boot = clustered_bootstrap(per, n_boot, seed, [(ref, m) for m in sorted(per) if ref and m != ref]) \
+        if n_boot else {"methods": {}, "deltas": {}}
+    cis = boot["methods"]
 
     def cell(r: dict, k: str) -> str:
         if r["method"] not in cis:
@@ -129,6 +133,9 @@ def bench_score(
     for r in rows:
         table.add_row(r["method"], *[cell(r, k) for k in ("tc", "tp", "drop", "balanced")], ", ".join(r["datasets"]))
     console.print(table)
+    for pair, d in boot["deltas"].items():
+        console.print(f"paired delta {pair}: " + ", ".join(
+            f"{k} {100 * d[k][0]:+.1f} [{100 * d[k][1]:+.1f}, {100 * d[k][2]:+.1f}]" for k in ("tc", "tp", "balanced")))
 
 
 @bench_app.command("build")

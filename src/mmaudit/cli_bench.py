@@ -21,7 +21,10 @@ def bench_tables(out: Path, stack: str, n_boot: int, seed: int) -> list[tuple[st
 
     per = judged_rows(out, stack)
     main = main_table(out, stack)
-    cis = clustered_bootstrap(per, n_boot, seed)["methods"] if n_boot else {}
+    ref = "field_selector" if "field_selector" in per else None
+    pairs = [(ref, m) for m in sorted(per) if ref and m != ref]
+    boot = clustered_bootstrap(per, n_boot, seed, pairs=pairs) if n_boot else {"methods": {}, "deltas": {}}
+    cis = boot["methods"]
 
     def cell(m: str, k: str, v: float) -> str:
         return f"{pct(v)} [{pct(cis[m][k][1])}, {pct(cis[m][k][2])}]" if m in cis else pct(v)
@@ -30,6 +33,11 @@ def bench_tables(out: Path, stack: str, n_boot: int, seed: int) -> list[tuple[st
                    ["method", "TC", "TP", "Drop", "Balanced"],
                    [[r["method"]] + [cell(r["method"], k, r[k]) for k in ("tc", "tp", "drop", "balanced")]
                     for r in main])]
+    if boot["deltas"]:
+        out_tables.append((f"Paired deltas ({ref} minus each method, points; 95% CIs from the same replicates)",
+                           ["pair", "TC", "TP", "Balanced"],
+                           [[pair] + [f"{100 * d[k][0]:+.1f} [{100 * d[k][1]:+.1f}, {100 * d[k][2]:+.1f}]"
+                                      for k in ("tc", "tp", "balanced")] for pair, d in boot["deltas"].items()]))
     af = tables.attack_family(per)
     out_tables.append(("Polluted text by image attack (TP_IP_<attack>, %)", ["method", *IMAGE_ATTACKS],
                        [[m] + [pct(af[m][a]) for a in IMAGE_ATTACKS] for m in sorted(af)]))
