@@ -59,13 +59,25 @@ class HFAdapter:
         self._fingerprint: str | None = None
 
     # ------------------------------------------------------------ family hooks
+    # Defaults fit the usual transformers layout (model.model.{vision_tower, language_model}); a family
+    # overrides what differs.
     @property
     def vision_module(self) -> nn.Module:
-        raise NotImplementedError
+        return self.model.model.vision_tower
 
     @property
     def decoder_layers(self) -> Sequence[nn.Module]:
-        raise NotImplementedError
+        return list(self.model.model.language_model.layers)
+
+    def normalise(self, x: torch.Tensor) -> torch.Tensor:
+        """The processor's rescaled-image normalisation, in torch."""
+        ip = self.image_processor
+        mean = torch.tensor(ip.image_mean, dtype=x.dtype, device=x.device).view(3, 1, 1)
+        std = torch.tensor(ip.image_std, dtype=x.dtype, device=x.device).view(3, 1, 1)
+        return (x - mean) / std
+
+    def pixel_batch(self, frames: list[torch.Tensor]) -> torch.Tensor:
+        return torch.stack(frames).to(next(self.vision_module.parameters()).dtype)
 
     def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
         """Raw [0, 1] images -> the family's image model inputs, in torch (differentiable)."""
@@ -82,7 +94,7 @@ class HFAdapter:
 
     @property
     def image_token_id(self) -> int:
-        raise NotImplementedError
+        return int(self.model.config.image_token_id)
 
     # ------------------------------------------------------------ shared
     def _eos_id(self) -> int:

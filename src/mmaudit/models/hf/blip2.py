@@ -27,8 +27,6 @@ class Blip2Adapter(HFAdapter):
         super().__init__(model, tokenizer, image_processor, name, level)
         size = image_processor.size
         self.size = (int(size["height"]), int(size["width"])) if isinstance(size, dict) else (size.height, size.width)
-        self.mean = torch.tensor(image_processor.image_mean).view(3, 1, 1)
-        self.std = torch.tensor(image_processor.image_std).view(3, 1, 1)
         self.n_queries = int(model.config.num_query_tokens)
         vc = model.config.vision_config
         self.grid = (int(vc.image_size) // int(vc.patch_size),) * 2
@@ -48,20 +46,15 @@ class Blip2Adapter(HFAdapter):
                 return list(obj)
         raise NotImplementedError("language model layers not found")
 
-    @property
-    def image_token_id(self) -> int:
-        return int(self.model.config.image_token_id)
-
     def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
         out, grids = [], []
         for im in images:
             x = im
             if tuple(x.shape[-2:]) != self.size:
                 x = F.interpolate(x[None], size=self.size, mode="bicubic", align_corners=False, antialias=True)[0]
-            out.append((x - self.mean.to(x)) / self.std.to(x))
+            out.append(self.normalise(x))
             grids.append(PatchGrid(*self.grid, im.shape[-2], im.shape[-1]))
-        dtype = next(self.vision_module.parameters()).dtype
-        return {"pixel_values": torch.stack(out).to(dtype)}, grids
+        return {"pixel_values": self.pixel_batch(out)}, grids
 
     def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
         image = self.tokenizer.convert_ids_to_tokens(self.image_token_id) * self.n_queries

@@ -27,22 +27,8 @@ class Gemma3Adapter(HFAdapter):
         super().__init__(model, tokenizer, image_processor, name, level)
         size = image_processor.size
         self.size = (int(size["height"]), int(size["width"])) if isinstance(size, dict) else (size.height, size.width)
-        self.mean = torch.tensor(image_processor.image_mean).view(3, 1, 1)
-        self.std = torch.tensor(image_processor.image_std).view(3, 1, 1)
         self.n_tokens = int(model.config.mm_tokens_per_image)
         self.side = math.isqrt(self.n_tokens)
-
-    @property
-    def vision_module(self):
-        return self.model.model.vision_tower
-
-    @property
-    def decoder_layers(self):
-        return list(self.model.model.language_model.layers)
-
-    @property
-    def image_token_id(self) -> int:
-        return int(self.model.config.image_token_id)
 
     def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
         out, grids = [], []
@@ -50,10 +36,9 @@ class Gemma3Adapter(HFAdapter):
             x = im
             if tuple(x.shape[-2:]) != self.size:
                 x = F.interpolate(x[None], size=self.size, mode="bilinear", align_corners=False, antialias=True)[0]
-            out.append((x - self.mean.to(x)) / self.std.to(x))
+            out.append(self.normalise(x))
             grids.append(PatchGrid(self.side, self.side, im.shape[-2], im.shape[-1]))
-        dtype = next(self.vision_module.parameters()).dtype
-        return {"pixel_values": torch.stack(out).to(dtype)}, grids
+        return {"pixel_values": self.pixel_batch(out)}, grids
 
     def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
         tok = self.tokenizer

@@ -25,22 +25,8 @@ class LlavaAdapter(HFAdapter):
         crop = ip.crop_size
         self.size = int(crop["height"] if isinstance(crop, dict) else crop.height)
         self.patch = int(model.config.vision_config.patch_size)
-        self.mean = torch.tensor(ip.image_mean).view(3, 1, 1)
-        self.std = torch.tensor(ip.image_std).view(3, 1, 1)
         strategy = model.config.vision_feature_select_strategy
         self.n_tokens = (self.size // self.patch) ** 2 + (1 if strategy == "full" else 0)
-
-    @property
-    def vision_module(self):
-        return self.model.model.vision_tower
-
-    @property
-    def decoder_layers(self):
-        return list(self.model.model.language_model.layers)
-
-    @property
-    def image_token_id(self) -> int:
-        return int(self.model.config.image_token_id)
 
     def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
         out, grids = [], []
@@ -54,11 +40,10 @@ class LlavaAdapter(HFAdapter):
                 x = F.interpolate(x[None], size=(rh, rw), mode="bicubic", align_corners=False, antialias=True)[0]
             top, left = (rh - s) // 2, (rw - s) // 2
             x = x[:, top : top + s, left : left + s]
-            out.append((x - self.mean.to(x)) / self.std.to(x))
+            out.append(self.normalise(x))
             g = s // self.patch
             grids.append(PatchGrid(g, g, s / scale, s / scale, left / scale, top / scale))
-        dtype = next(self.vision_module.parameters()).dtype
-        return {"pixel_values": torch.stack(out).to(dtype)}, grids
+        return {"pixel_values": self.pixel_batch(out)}, grids
 
     def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
         image = self.tokenizer.convert_ids_to_tokens(self.image_token_id) * self.n_tokens

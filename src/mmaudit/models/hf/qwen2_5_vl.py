@@ -46,20 +46,10 @@ class Qwen2_5_VLAdapter(HFAdapter):
         get = size.get if isinstance(size, dict) else lambda k: getattr(size, k, None)
         self.min_pixels = int(get("shortest_edge") or get("min_pixels") or 56 * 56)
         self.max_pixels = int(get("longest_edge") or get("max_pixels") or 28 * 28 * 1280)
-        self.mean = torch.tensor(ip.image_mean).view(3, 1, 1)
-        self.std = torch.tensor(ip.image_std).view(3, 1, 1)
 
     @property
     def vision_module(self):
         return self.model.model.visual
-
-    @property
-    def decoder_layers(self):
-        return list(self.model.model.language_model.layers)
-
-    @property
-    def image_token_id(self) -> int:
-        return int(self.model.config.image_token_id)
 
     def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
         patches, grids, pgrids = [], [], []
@@ -70,7 +60,7 @@ class Qwen2_5_VLAdapter(HFAdapter):
             x = im
             if (rh, rw) != (h, w):
                 x = F.interpolate(x[None], size=(rh, rw), mode="bicubic", align_corners=False, antialias=True)[0]
-            x = (x - self.mean.to(x)) / self.std.to(x)
+            x = self.normalise(x)
             gh, gw = rh // p, rw // p
             x = x.reshape(3, gh // m, m, p, gw // m, m, p).permute(1, 4, 2, 5, 0, 3, 6)
             x = x[:, :, :, :, :, None].expand(*x.shape[:5], t, p, p)

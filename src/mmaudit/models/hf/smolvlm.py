@@ -57,8 +57,6 @@ class SmolVLMAdapter(HFAdapter):
         self.longest = int(_get(ip.size, "longest_edge"))
         self.tile = int(_get(ip.max_image_size, "longest_edge"))
         self.split = bool(getattr(ip, "do_image_splitting", True))
-        self.mean = torch.tensor(ip.image_mean).view(3, 1, 1)
-        self.std = torch.tensor(ip.image_std).view(3, 1, 1)
         cfg = model.config
         side = self.tile // int(cfg.vision_config.patch_size) // int(cfg.scale_factor)
         self.side, self.seq_len = side, side * side
@@ -70,10 +68,6 @@ class SmolVLMAdapter(HFAdapter):
     @property
     def decoder_layers(self):
         return list(self.model.model.text_model.layers)
-
-    @property
-    def image_token_id(self) -> int:
-        return int(self.model.config.image_token_id)
 
     def _resize(self, x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
         if tuple(x.shape[-2:]) == size:
@@ -101,7 +95,7 @@ class SmolVLMAdapter(HFAdapter):
             else:
                 frames.append(self._resize(x, (m, m)) if (rh, rw) != (m, m) else x)
             tiles.append(PatchGrid(self.side, self.side, h, w))
-            batches.append(torch.stack([(f - self.mean.to(f)) / self.std.to(f) for f in frames]))
+            batches.append(torch.stack([self.normalise(f) for f in frames]))
             grids.append(TiledGrid(tiles, h, w))
             layout.append((rows, cols))
         n = max(len(b) for b in batches)
