@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -203,6 +204,16 @@ class HFAdapter:
         with replace_hidden(self.decoder_layers[layer], positions, values):
             return self.generate(images, prompts, max_new_tokens)
 
+    @contextmanager
+    def eager_attention(self) -> Iterator[None]:
+        """Eager attention for the block (fused kernels return no weights), then whatever was set before."""
+        previous = self.model.config._attn_implementation
+        self.model.set_attn_implementation("eager")
+        try:
+            yield
+        finally:
+            self.model.set_attn_implementation(previous)
+
     def attention_layers(self) -> list[int]:
         """Decoder layers that have softmax attention (hybrid models such as Qwen3.5 mix in linear layers)."""
         text = getattr(self.model.config, "text_config", self.model.config)
@@ -215,13 +226,8 @@ class HFAdapter:
         if any(i not in usable for i in layers):
             raise ValueError(f"layers {layers} include some without softmax attention; these have it: {usable}")
         enc = self.encode(images, prompts)
-        previous = self.model.config._attn_implementation
-        self.model.set_attn_implementation("eager")
-        try:
-            with torch.no_grad():
-                out = self.model(**self._inputs(enc), output_attentions=True, use_cache=False)
-        finally:
-            self.model.set_attn_implementation(previous)
+        with self.eager_attention(), torch.no_grad():
+            out = self.model(**self._inputs(enc), output_attentions=True, use_cache=False)
         index = {layer: k for k, layer in enumerate(usable)} if len(out.attentions) < len(self.decoder_layers) else \
             {layer: layer for layer in usable}  # the attentions tuple skips layers without softmax attention
         att = torch.stack([out.attentions[index[i]].float().to(self.device) for i in layers]).mean(0).mean(1)

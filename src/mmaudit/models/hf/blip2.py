@@ -71,18 +71,13 @@ class Blip2Adapter(HFAdapter):
         n = len(self.decoder_layers)
         layers = list(layers) if layers is not None else list(range(n // 2, n))
         enc = self.encode(images, prompts)
-        previous = self.model.config._attn_implementation
-        self.model.set_attn_implementation("eager")
-        try:
-            with torch.no_grad():
-                out = self.model(**self._inputs(enc), output_attentions=True, use_cache=False)
-                embeds = self.model.vision_model(enc.image_inputs["pixel_values"]).last_hidden_state
-                mask = torch.ones(embeds.shape[:-1], dtype=torch.long, device=embeds.device)
-                q = self.model.qformer(query_embeds=self.model.query_tokens.expand(len(prompts), -1, -1),
-                                       encoder_hidden_states=embeds, encoder_attention_mask=mask,
-                                       output_attentions=True, return_dict=True, **self.qformer_inputs(enc, embeds))
-        finally:
-            self.model.set_attn_implementation(previous)
+        with self.eager_attention(), torch.no_grad():
+            out = self.model(**self._inputs(enc), output_attentions=True, use_cache=False)
+            embeds = self.model.vision_model(enc.image_inputs["pixel_values"]).last_hidden_state
+            mask = torch.ones(embeds.shape[:-1], dtype=torch.long, device=embeds.device)
+            q = self.model.qformer(query_embeds=self.model.query_tokens.expand(len(prompts), -1, -1),
+                                   encoder_hidden_states=embeds, encoder_attention_mask=mask,
+                                   output_attentions=True, return_dict=True, **self.qformer_inputs(enc, embeds))
         lm = out.language_model_outputs.attentions
         text_att = torch.stack([lm[i].float() for i in layers]).mean(0).mean(1)  # (B, S, S)
         cross = [c for c in q.cross_attentions if c is not None]

@@ -30,6 +30,14 @@ def char_tokenizer(specials: list[str] | None = None, eos: str = "<|im_end|>", p
     return tok
 
 
+def set_special_ids(model, eos: int, pad: int, bos: int | None = None) -> None:
+    """Greedy generation of a random-weight model needs its stop and pad ids spelled out."""
+    model.generation_config.eos_token_id = eos
+    model.generation_config.pad_token_id = pad
+    if bos is not None:
+        model.generation_config.bos_token_id = bos
+
+
 LLAVA_SPECIALS = ["<pad>", "<s>", "</s>", "<image>"]
 BLIP_SPECIALS = ["<pad>", "</s>", "<image>"]
 
@@ -56,9 +64,7 @@ def tiny_blip2(seed: int = 0):
     model = Blip2ForConditionalGeneration(cfg).eval()
     with torch.no_grad():  # fresh query tokens are zeros; random weights need distinct queries
         model.query_tokens.normal_(0, 0.5)
-    model.generation_config.eos_token_id = ids["</s>"]
-    model.generation_config.pad_token_id = ids["<pad>"]
-    model.generation_config.bos_token_id = ids["</s>"]
+    set_special_ids(model, ids["</s>"], ids["<pad>"], ids["</s>"])
     ip = BlipImageProcessorPil(size={"height": 28, "width": 28}, image_mean=[0.48145466, 0.4578275, 0.40821073],
                                image_std=[0.26862954, 0.26130258, 0.27577711])
     return model, tok, ip
@@ -89,9 +95,7 @@ def tiny_instructblip(seed: int = 0):
     model = InstructBlipForConditionalGeneration(cfg).eval()
     with torch.no_grad():
         model.query_tokens.normal_(0, 0.5)
-    model.generation_config.eos_token_id = ids["</s>"]
-    model.generation_config.pad_token_id = ids["<pad>"]
-    model.generation_config.bos_token_id = ids["</s>"]
+    set_special_ids(model, ids["</s>"], ids["<pad>"], ids["</s>"])
     ip = BlipImageProcessorPil(size={"height": 28, "width": 28}, image_mean=[0.48145466, 0.4578275, 0.40821073],
                                image_std=[0.26862954, 0.26130258, 0.27577711])
     return model, tok, ip, qtok
@@ -119,8 +123,7 @@ def tiny_smolvlm(seed: int = 0):
     )
     torch.manual_seed(seed)
     model = SmolVLMForConditionalGeneration(cfg).eval()
-    model.generation_config.eos_token_id = ids["<end_of_utterance>"]
-    model.generation_config.pad_token_id = ids["<pad>"]
+    set_special_ids(model, ids["<end_of_utterance>"], ids["<pad>"])
     ip = SmolVLMImageProcessorPil(size={"longest_edge": 56}, max_image_size={"longest_edge": 28},
                                   image_mean=[0.5] * 3, image_std=[0.5] * 3)
     return model, tok, ip
@@ -151,9 +154,7 @@ def tiny_gemma3(seed: int = 0):
     model = Gemma3ForConditionalGeneration(cfg).eval()
     with torch.no_grad():  # the projector starts at zero in a fresh Gemma 3; random weights need a live path
         model.model.multi_modal_projector.mm_input_projection_weight.normal_(0, 0.2)
-    model.generation_config.eos_token_id = ids["<end_of_turn>"]
-    model.generation_config.pad_token_id = ids["<pad>"]
-    model.generation_config.bos_token_id = ids["<bos>"]
+    set_special_ids(model, ids["<end_of_turn>"], ids["<pad>"], ids["<bos>"])
     ip = Gemma3ImageProcessorPil(size={"height": 56, "width": 56}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
     return model, tok, ip
 
@@ -176,9 +177,7 @@ def tiny_llava(seed: int = 0):
     )
     torch.manual_seed(seed)
     model = LlavaForConditionalGeneration(cfg).eval()
-    model.generation_config.eos_token_id = ids["</s>"]
-    model.generation_config.pad_token_id = ids["<pad>"]
-    model.generation_config.bos_token_id = ids["<s>"]
+    set_special_ids(model, ids["</s>"], ids["<pad>"], ids["<s>"])
     ip = LlavaImageProcessorPil(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
                                 image_mean=[0.48145466, 0.4578275, 0.40821073],
                                 image_std=[0.26862954, 0.26130258, 0.27577711])
@@ -256,9 +255,7 @@ def _finish(model, tok, patch: int = 14):
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIALS}
-    model.generation_config.eos_token_id = ids["<|im_end|>"]
-    model.generation_config.pad_token_id = ids["<|endoftext|>"]
-    model.generation_config.bos_token_id = ids["<|endoftext|>"]
+    set_special_ids(model, ids["<|im_end|>"], ids["<|endoftext|>"], ids["<|endoftext|>"])
     f = patch * 2
     kwargs = {} if patch == 14 else {"patch_size": patch, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
     image_processor = Qwen2VLImageProcessorPil(min_pixels=f * f * 4, max_pixels=f * f * 16, merge_size=2, **kwargs)
