@@ -52,13 +52,21 @@ def _sample(sid: str, image_path: Path, question, answer, family: str, meta: dic
     return Sample(sid, image, question, str(answer), _answer_type(str(answer)), family, meta=meta or {}).validate()
 
 
+def _records(path: Path, key: str | None, field: str, what: str) -> list | InputError:
+    """The record list of an annotation file, or the error that names the file."""
+    try:
+        data = json.loads(path.read_text())
+        return data[key] if key else data
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+        return InputError(path.name, field, f"{what}: {e}")
+
+
 def load_chartqa(annotations: Path, image_dir: Path | None = None) -> Iterator[Item]:
     annotations = Path(annotations)
     image_dir = Path(image_dir) if image_dir else annotations.parent / "png"
-    try:
-        records = json.loads(annotations.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        yield InputError(annotations.name, "file", f"not a readable JSON list: {e}")
+    records = _records(annotations, None, "file", "not a readable JSON list")
+    if isinstance(records, InputError):
+        yield records
         return
     for i, r in enumerate(records):
         sid = f"chartqa:{annotations.name}:{i}"
@@ -74,10 +82,9 @@ def load_chartqa(annotations: Path, image_dir: Path | None = None) -> Iterator[I
 def load_docvqa(annotations: Path, root: Path | None = None) -> Iterator[Item]:
     annotations = Path(annotations)
     root = Path(root) if root else annotations.parent
-    try:
-        records = json.loads(annotations.read_text())["data"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
-        yield InputError(annotations.name, "data", f"not a DocVQA annotation file: {e}")
+    records = _records(annotations, "data", "data", "not a DocVQA annotation file")
+    if isinstance(records, InputError):
+        yield records
         return
     for i, r in enumerate(records):
         sid = f"docvqa:{r.get('questionId', i) if isinstance(r, dict) else i}"

@@ -29,6 +29,19 @@ class Encoded:
     grids: list[PatchGrid]
 
 
+def setting(value, key: str):
+    """A processor size field, whether the processor keeps its sizes as dicts or as SizeDicts."""
+    return value.get(key) if isinstance(value, dict) else getattr(value, key, None)
+
+
+def resize(x: torch.Tensor, size: tuple[int, int], mode: str = "bicubic") -> torch.Tensor:
+    """Differentiable antialiased resize of one (3, H, W) image (a no-op at the target size)."""
+    if tuple(x.shape[-2:]) == tuple(size):
+        return x
+    return torch.nn.functional.interpolate(x[None], size=tuple(size), mode=mode, align_corners=False,
+                                           antialias=True)[0]
+
+
 def module_device(model: nn.Module, module: nn.Module) -> torch.device:
     """Where ``module`` lives under the model's device map (accelerate hooks included)."""
     hook = getattr(module, "_hf_hook", None)

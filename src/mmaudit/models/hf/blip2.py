@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 
-from mmaudit.models.hf.base import HFAdapter
+from mmaudit.models.hf.base import HFAdapter, resize, setting
 from mmaudit.models.vlm import PatchGrid
 
 
@@ -26,7 +25,7 @@ class Blip2Adapter(HFAdapter):
     def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None) -> None:
         super().__init__(model, tokenizer, image_processor, name, level)
         size = image_processor.size
-        self.size = (int(size["height"]), int(size["width"])) if isinstance(size, dict) else (size.height, size.width)
+        self.size = (int(setting(size, "height")), int(setting(size, "width")))
         self.n_queries = int(model.config.num_query_tokens)
         vc = model.config.vision_config
         self.grid = (int(vc.image_size) // int(vc.patch_size),) * 2
@@ -49,10 +48,7 @@ class Blip2Adapter(HFAdapter):
     def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
         out, grids = [], []
         for im in images:
-            x = im
-            if tuple(x.shape[-2:]) != self.size:
-                x = F.interpolate(x[None], size=self.size, mode="bicubic", align_corners=False, antialias=True)[0]
-            out.append(self.normalise(x))
+            out.append(self.normalise(resize(im, self.size, "bicubic")))
             grids.append(PatchGrid(*self.grid, im.shape[-2], im.shape[-1]))
         return {"pixel_values": self.pixel_batch(out)}, grids
 

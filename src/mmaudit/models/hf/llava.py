@@ -10,9 +10,8 @@ centre crop, which is what the tokens see.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from mmaudit.models.hf.base import HFAdapter
+from mmaudit.models.hf.base import HFAdapter, resize, setting
 from mmaudit.models.vlm import PatchGrid
 
 
@@ -23,7 +22,7 @@ class LlavaAdapter(HFAdapter):
         super().__init__(model, tokenizer, image_processor, name, level)
         ip = image_processor
         crop = ip.crop_size
-        self.size = int(crop["height"] if isinstance(crop, dict) else crop.height)
+        self.size = int(setting(crop, "height"))
         self.patch = int(model.config.vision_config.patch_size)
         strategy = model.config.vision_feature_select_strategy
         self.n_tokens = (self.size // self.patch) ** 2 + (1 if strategy == "full" else 0)
@@ -35,9 +34,7 @@ class LlavaAdapter(HFAdapter):
             _, h, w = im.shape
             scale = s / min(h, w)
             rh, rw = max(s, round(h * scale)), max(s, round(w * scale))
-            x = im
-            if (rh, rw) != (h, w):
-                x = F.interpolate(x[None], size=(rh, rw), mode="bicubic", align_corners=False, antialias=True)[0]
+            x = resize(im, (rh, rw))
             top, left = (rh - s) // 2, (rw - s) // 2
             x = x[:, top : top + s, left : left + s]
             out.append(self.normalise(x))

@@ -8,9 +8,8 @@ Qwen's flattening of (temporal x patch x patch) blocks in merge-window order.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from mmaudit.models.hf.base import HFAdapter
+from mmaudit.models.hf.base import HFAdapter, resize, setting
 from mmaudit.models.vlm import PatchGrid
 
 DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -43,9 +42,8 @@ class Qwen2_5_VLAdapter(HFAdapter):
         self.merge = int(ip.merge_size)
         self.temporal = int(ip.temporal_patch_size)
         size = ip.size
-        get = size.get if isinstance(size, dict) else lambda k: getattr(size, k, None)
-        self.min_pixels = int(get("shortest_edge") or get("min_pixels") or 56 * 56)
-        self.max_pixels = int(get("longest_edge") or get("max_pixels") or 28 * 28 * 1280)
+        self.min_pixels = int(setting(size, "shortest_edge") or setting(size, "min_pixels") or 56 * 56)
+        self.max_pixels = int(setting(size, "longest_edge") or setting(size, "max_pixels") or 28 * 28 * 1280)
 
     @property
     def vision_module(self):
@@ -57,10 +55,7 @@ class Qwen2_5_VLAdapter(HFAdapter):
         for im in images:
             _, h, w = im.shape
             rh, rw = smart_resize(h, w, p * m, self.min_pixels, self.max_pixels)
-            x = im
-            if (rh, rw) != (h, w):
-                x = F.interpolate(x[None], size=(rh, rw), mode="bicubic", align_corners=False, antialias=True)[0]
-            x = self.normalise(x)
+            x = self.normalise(resize(im, (rh, rw)))
             gh, gw = rh // p, rw // p
             x = x.reshape(3, gh // m, m, p, gw // m, m, p).permute(1, 4, 2, 5, 0, 3, 6)
             x = x[:, :, :, :, :, None].expand(*x.shape[:5], t, p, p)

@@ -15,9 +15,8 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 
-from mmaudit.models.hf.base import HFAdapter
+from mmaudit.models.hf.base import HFAdapter, resize, setting
 from mmaudit.models.vlm import PatchGrid, TiledGrid
 
 
@@ -44,18 +43,14 @@ def multiple_of(h: int, w: int, m: int) -> tuple[int, int]:
     return h, w
 
 
-def _get(d, key: str):
-    return d[key] if isinstance(d, dict) else getattr(d, key)
-
-
 class SmolVLMAdapter(HFAdapter):
     level = "L1"
 
     def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None) -> None:
         super().__init__(model, tokenizer, image_processor, name, level)
         ip = image_processor
-        self.longest = int(_get(ip.size, "longest_edge"))
-        self.tile = int(_get(ip.max_image_size, "longest_edge"))
+        self.longest = int(setting(ip.size, "longest_edge"))
+        self.tile = int(setting(ip.max_image_size, "longest_edge"))
         self.split = bool(getattr(ip, "do_image_splitting", True))
         cfg = model.config
         side = self.tile // int(cfg.vision_config.patch_size) // int(cfg.scale_factor)
@@ -70,9 +65,9 @@ class SmolVLMAdapter(HFAdapter):
         return list(self.model.model.text_model.layers)
 
     def _resize(self, x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-        if tuple(x.shape[-2:]) == size:
+        if tuple(x.shape[-2:]) == tuple(size):
             return x
-        return F.interpolate(x[None], size=size, mode="bicubic", align_corners=False, antialias=True)[0].clamp(0, 1)
+        return resize(x, size).clamp(0, 1)  # bicubic overshoots; the next resize must see [0, 1]
 
     def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
         m = self.tile
