@@ -67,6 +67,7 @@ def zoo_train(
     level: str = typer.Option("L2", help="L1, L2 or L3."),
     seed: int = typer.Option(0, help="Training seed (data, init and batch order)."),
     steps: int = typer.Option(None, help="QA training steps (default: the recipe's)."),
+    focus_steps: int = typer.Option(None, help="Scene-weighted steps after the QA phase (default: the recipe's)."),
     out: Path = typer.Option(Path("runs/zoo"), help="Where weights and model card are written."),
     workdir: Path = typer.Option(Path("runs/zoo-work"), help="Checkpoints and cached data; a rerun resumes here."),
     threads: int = typer.Option(2, help="CPU threads."),
@@ -78,6 +79,8 @@ def zoo_train(
     recipe = Recipe(level=level, seed=seed, threads=threads)
     if steps is not None:
         recipe.steps = steps
+    if focus_steps is not None:
+        recipe.focus_steps = focus_steps
     def log(line: str) -> None:
         console.print(line)
         console.file.flush()

@@ -1,4 +1,4 @@
-"""The zoo's training recipe: dense glyph pretraining of the encoder, then QA per level.
+"""The zoo's training recipe: dense glyph pretraining of the encoder, then QA per level, then a scene focus.
 
 Reproducible: every batch is drawn from ``(seed, step)``, so a run stopped at any
 checkpoint and resumed ends with the same weights as an uninterrupted one.
@@ -27,6 +27,10 @@ A_LEN = 9  # answer tokens incl. <eos>, right-padded
 # Reading is sampled often early on purpose: copying glyphs to the output is the skill
 # every other family builds on (a run with reading at 0.15 stayed at the priors longer).
 FAMILY_WEIGHTS = {"charts": 0.3, "documents": 0.25, "scenes": 0.2, "reading": 0.25}
+# Phase 2 (focus): scenes need relations the first phase leaves unlearnt (a colour bound to
+# a shape in one cell, counting); a shorter run at a lower rate weights them up while the
+# other families keep enough share not to be forgotten.
+FOCUS_WEIGHTS = {"charts": 0.15, "documents": 0.15, "scenes": 0.55, "reading": 0.15}
 # L2/L3 train these encoder stages jointly with the decoder; the high-resolution stem
 # (stem, s1, s2) keeps its pretrained values at every level, which keeps CPU cost down.
 JOINT_ENCODER_PARTS = ("s3.", "s4.", "row_mix.", "row_out.", "cls_head.", "style_head.", "owner_head.", "order_head.")
@@ -45,6 +49,9 @@ class Recipe:
     encoder_lr_scale: float = 0.3
     aux_weight: float = 0.1
     warmup: int = 200
+    focus_steps: int = 1600
+    focus_lr: float = 5e-4
+    focus_warmup: int = 30
     checkpoint_every: int = 250
     threads: int = 2
 
@@ -171,18 +178,8 @@ def pretrain_encoder(recipe: Recipe, data: Arrays, workdir: Path, log=print) -> 
     return state
 
 
-def train_level(recipe: Recipe, workdir: Path, log=print, eval_fn=None, stop_at: int | None = None) -> ZooVLM:
-    """Train one level; resumes from ``workdir`` if a checkpoint is there.
-
-    ``stop_at`` ends the loop early as a kill would (tests use it to check resuming).
-    """
-    torch.set_num_threads(recipe.threads)
-    workdir.mkdir(parents=True, exist_ok=True)
-    data = Arrays(recipe.n_per_family, recipe.seed, recipe.distractor_banner, workdir)
-    enc_state = pretrain_encoder(recipe, data, workdir, log)
-    torch.manual_seed(recipe.seed)
-    model = new_model(recipe.level)
-    model.encoder.load_state_dict(enc_state)
+def _optimizer(model: ZooVLM, recipe: Recipe) -> torch.optim.Optimizer:
+    """AdamW over what the level trains: L1 keeps the encoder frozen, L2/L3 train its upper stages."""
     frozen = recipe.level == "L1"
     enc_params = []
     for name, p in model.encoder.named_parameters():
@@ -194,8 +191,34 @@ def train_level(recipe: Recipe, workdir: Path, log=print, eval_fn=None, stop_at:
     groups = [{"params": other, "scale": 1.0}]
     if not frozen:
         groups.append({"params": enc_params, "scale": recipe.encoder_lr_scale})
-    opt = torch.optim.AdamW(groups, lr=recipe.lr, weight_decay=0.01)
+    return torch.optim.AdamW(groups, lr=recipe.lr, weight_decay=0.01)
+
+
+def _schedule(recipe: Recipe, step: int) -> tuple[float, dict[str, float], int]:
+    """(learning rate, family weights, batch-stream key) at a global step of the two phases."""
+    if step < recipe.steps:
+        return recipe.lr * _lr_at(step, recipe.steps, recipe.warmup), FAMILY_WEIGHTS, 2
+    k = step - recipe.steps
+    return recipe.focus_lr * _lr_at(k, recipe.focus_steps, recipe.focus_warmup), FOCUS_WEIGHTS, 3
+
+
+def train_level(recipe: Recipe, workdir: Path, log=print, eval_fn=None, stop_at: int | None = None) -> ZooVLM:
+    """Train one level (QA phase, then the focus phase); resumes from ``workdir`` if a checkpoint is there.
+
+    The focus phase starts a fresh optimizer, so its result depends only on the weights the
+    first phase ends with. ``stop_at`` ends the loop early as a kill would (tests use it).
+    """
+    torch.set_num_threads(recipe.threads)
+    workdir.mkdir(parents=True, exist_ok=True)
+    data = Arrays(recipe.n_per_family, recipe.seed, recipe.distractor_banner, workdir)
+    enc_state = pretrain_encoder(recipe, data, workdir, log)
+    torch.manual_seed(recipe.seed)
+    model = new_model(recipe.level)
+    model.encoder.load_state_dict(enc_state)
+    frozen = recipe.level == "L1"
+    opt = _optimizer(model, recipe)
     ckpt = workdir / f"{recipe.level}-seed{recipe.seed}.ckpt"
+    total = recipe.steps + recipe.focus_steps
     step, elapsed = 0, 0.0
     if ckpt.exists():
         state = torch.load(ckpt, weights_only=False)
@@ -207,10 +230,14 @@ def train_level(recipe: Recipe, workdir: Path, log=print, eval_fn=None, stop_at:
     model.train()
     if frozen:
         model.encoder.eval()
-    while step < (stop_at if stop_at is not None else recipe.steps):
+    while step < (stop_at if stop_at is not None else total):
+        if step == recipe.steps:
+            opt = _optimizer(model, recipe)
+            log(f"{recipe.level} focus phase from step {step}")
+        lr, weights, key = _schedule(recipe, step)
         for g in opt.param_groups:
-            g["lr"] = recipe.lr * g["scale"] * _lr_at(step, recipe.steps, recipe.warmup)
-        batch = data.batch(data.sample_indices(_rng(recipe.seed, 2, step), recipe.batch, FAMILY_WEIGHTS))
+            g["lr"] = lr * g["scale"]
+        batch = data.batch(data.sample_indices(_rng(recipe.seed, key, step), recipe.batch, weights))
         enc = model.encoder(batch["images"])
         loss = qa_loss(model, batch, enc)
         if not frozen and recipe.aux_weight:
@@ -222,7 +249,7 @@ def train_level(recipe: Recipe, workdir: Path, log=print, eval_fn=None, stop_at:
         step += 1
         if step % 100 == 0:
             log(f"{recipe.level} step {step} loss {loss.item():.4f} ({time.time() - t0:.0f}s)")
-        if step % recipe.checkpoint_every == 0 or step == recipe.steps:
+        if step % recipe.checkpoint_every == 0 or step in (recipe.steps, total):
             _save_ckpt(ckpt, {"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
                               "elapsed": time.time() - t0})
             if eval_fn is not None:
