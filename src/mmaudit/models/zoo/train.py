@@ -1,6 +1,6 @@
 """The zoo's training recipe: dense glyph pretraining of the encoder, then QA per level, then a scene focus.
 
-Reproducible: every batch is drawn from ``(seed, step)``, so a run stopped at any
+Reproducible: every batch is drawn from ``(seed, phase, step)``, so a run stopped at any
 checkpoint and resumed ends with the same weights as an uninterrupted one.
 """
 
