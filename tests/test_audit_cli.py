@@ -61,6 +61,11 @@ def test_both_pathways_and_their_diagnostics_in_one_run(tmp_path):
     assert summary["baselines"] == ["vis_pgd", "end_pgd", "typo_evid"]
     assert summary["enhanced"] == {"mantis": ["vis_pgd", "end_pgd"], "nat_evid": ["typo_evid"]}
     assert row["r0"] >= max(row["asr"][a] for a in summary["baselines"]) and row["r_plus"] >= row["r0"]
+    assert row["gap"] == row["r_plus"] - row["r0"]  # the headline quantity, per model and per level
+    for level in summary["levels"].values():
+        point, lo, hi = level["gap"]
+        assert lo <= point <= hi and point == pytest.approx(level["r_plus"][0] - level["r0"][0], abs=1e-12)
+    assert "R+ − R0" in out and "R+ − R0" in (tmp_path / "report.md").read_text()
     for attack in ("typo_evid", "nat_evid"):
         rug = summary["text"][attack]["rug"]["models"][0]
         assert rug["rug"] == pytest.approx(rug["p_read"] - rug["p_use"])
@@ -90,3 +95,16 @@ def test_union_schedule_keeps_r0_r_plus_and_delta_with_fewer_passes(tmp_path):
                         if json.loads(x)["kind"] == "attack") for name in ("full", "union")}
     assert passes["union"] < passes["full"]
     assert union["schedule"] == "union" and "lower bounds" in out
+
+
+def test_units_of_work_never_import_the_driver():
+    """audit.py holds the units, execution.py the plan: one direction, no import cycle."""
+    import ast
+    from pathlib import Path
+
+    import mmaudit.audit
+
+    tree = ast.parse(Path(mmaudit.audit.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "mmaudit.execution" not in imported

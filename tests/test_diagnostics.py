@@ -1,4 +1,4 @@
-"""OAR on hand-built attention, the patch grid, layer recovery's exact replay, the sweep's budgets and summaries."""
+"""OAR on hand-built attention, the patch grid, what layer recovery can and cannot undo, the sweep."""
 
 import numpy as np
 import pytest
@@ -50,23 +50,60 @@ def _pairs(n=6):
     return samples, others
 
 
-@pytest.mark.parametrize("level", ["L1", "L2"])
-def test_patching_every_prompt_position_at_layer_0_replays_the_clean_run(zoo, level):
+@pytest.mark.parametrize("level", ["L1", "L2", "L3"])
+def test_a_patch_at_the_last_layer_never_recovers(zoo, level):
+    """Text positions read a layer's keys and values from its *input*: patching what the last layer returns at
+    the image positions cannot reach the answer, so the patched answer is the attacked one, token for token."""
     vlm = zoo[level]
     samples, others = _pairs()
-    clean = vlm.generate(pixels([s.image for s in samples]), [s.question for s in samples], 16)
-    swapped = vlm.generate(pixels(others), [s.question for s in samples], 16)
-    assert swapped != clean  # the other images really change the answers
-    rows = recover(vlm, samples, others, Judge(), 16, positions="prompt")
-    assert [r["answers_by_layer"][0] for r in rows] == clean
+    attacked = vlm.generate(pixels(others), [s.question for s in samples], 16)
+    rows = recover(vlm, samples, others, Judge(), 16)
+    assert [r["answers_by_layer"][-1] for r in rows] == attacked
+    assert not any(len(vlm.decoder_layers) - 1 in r["recovered_layers"] for r in rows if r["reproduced"])
 
 
-def test_patching_replays_exactly_on_a_real_architecture(tiny_qwen):
+def test_a_patch_at_the_last_layer_never_recovers_on_a_real_architecture(tiny_qwen):
     samples, others = _pairs()
-    prompts = [s.question for s in samples]
-    clean = tiny_qwen.generate(pixels([s.image for s in samples]), prompts, 6)
-    rows = recover(tiny_qwen, samples, others, Judge(), 6, positions="prompt")
-    assert [r["answers_by_layer"][0] for r in rows] == clean
+    attacked = tiny_qwen.generate(pixels(others), [s.question for s in samples], 6)
+    rows = recover(tiny_qwen, samples, others, Judge(), 6)
+    assert [r["answers_by_layer"][-1] for r in rows] == attacked
+
+
+@pytest.mark.parametrize("level", ["L1", "L2"])
+def test_a_layer_0_patch_is_not_a_replay_of_the_clean_run(zoo, level):
+    """No re-injection (L1, L2): patching layer 0's output at the image tokens keeps layer 0's reading of the
+    attacked image, so the patched run differs from the clean one; it is not 100% recovery by construction."""
+    from mmaudit.models.vlm import replace_hidden
+
+    vlm = zoo[level]
+    samples, others = _pairs()
+    prompts, answers = [s.question for s in samples], [s.answer for s in samples]
+    clean, attacked = pixels([s.image for s in samples]), pixels(others)
+    hidden = vlm.hidden_states(clean, prompts)
+    pos = vlm.image_positions(clean, prompts)
+    with torch.no_grad():
+        want = vlm.score(clean, prompts, answers).logits
+        adv = vlm.score(attacked, prompts, answers).logits
+        with replace_hidden(vlm.decoder_layers[0], pos, [hidden[0][b, p] for b, p in enumerate(pos)]):
+            patched = vlm.score(attacked, prompts, answers).logits
+    assert (patched - want).abs().max() > 1e-3  # still reads the attacked image at layer 0
+    assert (patched - adv).abs().max() > 1e-3  # and the patch does reach later layers
+    # every prompt position patched at layer 0: the first answer token is predicted from clean states alone
+    every = [torch.arange(hidden[0].shape[1]) for _ in samples]
+    with torch.no_grad(), replace_hidden(vlm.decoder_layers[0], every, [hidden[0][b] for b in range(len(samples))]):
+        first = vlm.score(attacked, prompts, answers).logits[:, 0]
+    torch.testing.assert_close(first, want[:, 0], rtol=1e-4, atol=1e-4)
+
+
+def test_deepstack_re_injection_undoes_an_early_patch(zoo):
+    """Zoo L3 adds attacked encoder features after layers 0-2: a patch there is re-perturbed, so recovery at
+    those depths is rarer than at L2, where nothing re-enters (swapped images as the 'attack')."""
+    samples, others = _pairs(12)
+    rate = {}
+    for level in ("L2", "L3"):
+        rows = [r for r in recover(zoo[level], samples, others, Judge(), 16) if r["reproduced"]]
+        rate[level] = sum(0 in r["recovered_layers"] for r in rows) / len(rows)
+    assert rate["L3"] < rate["L2"]
 
 
 def test_recovery_counts_a_flip_recovered_only_when_it_reproduces(zoo):

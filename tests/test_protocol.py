@@ -69,6 +69,43 @@ def test_vision_features_differentiable(vlm):
     assert g.abs().sum() > 0
 
 
+def _tensors(obj) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for o in obj for t in _tensors(o)]
+    if hasattr(obj, "values"):  # a ModelOutput
+        return [t for o in obj.values() for t in _tensors(o)]
+    return []
+
+
+@pytest.mark.parametrize("name", list(HF_FIXTURES))
+def test_vision_features_are_the_towers_own_output(request, name):
+    """Vis-PGD's features are rows the vision tower itself emitted while the model answered (any connector
+    comes after): every feature row is found among the tower's outputs, at the tower's width, not the LM's."""
+    vlm = request.getfixturevalue(HF_FIXTURES[name])
+    samples, images = batch(2)
+    seen: list[torch.Tensor] = []
+    handle = vlm.vision_module.register_forward_hook(lambda _m, _a, out: seen.extend(_tensors(out)))
+    try:
+        with torch.no_grad():
+            vlm.score(images, [s.question for s in samples], ["1", "1"])
+    finally:
+        handle.remove()
+    with torch.no_grad():
+        feats = vlm.vision_features(images)
+        connector = vlm.vision_features(images, stage="connector")
+    vc = vlm.model.config.vision_config
+    width = getattr(vc, "embed_dim", None) or vc.hidden_size  # Qwen2-VL calls the ViT width embed_dim
+    text_width = vlm.model.config.get_text_config().hidden_size
+    assert width != text_width  # the tiny configs keep the two apart, so the check below can tell them apart
+    assert feats.shape[0] == 2 and feats.shape[-1] == width and connector.shape[-1] == text_width
+    rows = torch.cat([t.reshape(-1, width) for t in seen if t.shape[-1] == width]).float()
+    exact = "donot_use_mm_for_euclid_dist"
+    dist = torch.cdist(feats.reshape(-1, width).float(), rows, compute_mode=exact).min(1).values
+    assert float(dist.max()) < 1e-4
+
+
 def test_replacing_hidden_states_changes_output(vlm):
     samples, images = batch(2)
     prompts = [s.question for s in samples]

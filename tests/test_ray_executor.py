@@ -5,8 +5,9 @@ import signal
 
 import pytest
 
-from mmaudit.audit import AuditConfig, run_audit
+from mmaudit.audit import AuditConfig
 from mmaudit.data.synthetic import FAMILIES, synthetic_set
+from mmaudit.execution import run_audit
 from mmaudit.models.zoo.adapter import load_zoo
 
 

@@ -40,6 +40,45 @@ def test_bootstrap_deterministic_and_contains_point():
     assert lo <= point <= hi
 
 
+def test_gap_on_two_questions_by_hand():
+    """C = {A, B}; A flipped by End-PGD, B only by MANTIS: R0 = 1/2, R+ = 1, gap = 1/2. A replicate draws two
+    questions: AA (p 1/4) gives gap 0, AB or BA (1/2) gives 1/2, BB (1/4) gives 1; R+ is 1 on every draw."""
+    m = ModelFlags("m", "L1", ["A", "B"], np.array([1, 1], bool),
+                   {"end_pgd": np.array([1, 0], bool), "mantis": np.array([0, 1], bool)})
+    r0, rp = (lambda f: union(f, ["end_pgd"])), (lambda f: union(f, ["end_pgd", "mantis"]))
+    assert model_summary(m, ["end_pgd"], {"mantis": ("end_pgd",)})["gap"] == 0.5
+    assert bootstrap_level_ci([m], rp, n_boot=4000, seed=1) == (1.0, 1.0, 1.0)
+    assert bootstrap_level_ci([m], rp, n_boot=4000, seed=1, minus=r0) == (0.5, 0.0, 1.0)
+    # the replicate distribution itself: differences of the same draws, in {0, 1/2, 1} with weights 1/4, 1/2, 1/4
+    from mmaudit.stats import _replicates
+
+    _, reps = _replicates([m], [rp, r0], 4000, 1)
+    diff = reps[0] - reps[1]
+    assert set(np.unique(diff)) <= {0.0, 0.5, 1.0}
+    assert np.mean(diff == 0.5) == pytest.approx(0.5, abs=0.03)
+    assert np.mean(diff == 1.0) == pytest.approx(0.25, abs=0.03)
+
+
+def test_paired_gap_ci_is_narrower_than_either_interval():
+    """R0 and R+ share most flips, so they move together across draws; their difference varies far less."""
+    rng = np.random.default_rng(0)
+    q = [f"q{i:03d}" for i in range(200)]
+    models = []
+    for k in range(3):
+        base = rng.random(200) < 0.5
+        extra = ~base & (rng.random(200) < 0.1)
+        models.append(ModelFlags(f"m{k}", "L2", q, np.ones(200, bool), {"end_pgd": base, "mantis": extra}))
+    r0, rp = (lambda f: union(f, ["end_pgd"])), (lambda f: union(f, ["end_pgd", "mantis"]))
+    p0, lo0, hi0 = bootstrap_level_ci(models, r0, n_boot=3000, seed=2)
+    pp, lop, hip = bootstrap_level_ci(models, rp, n_boot=3000, seed=2)
+    g, lo, hi = bootstrap_level_ci(models, rp, n_boot=3000, seed=2, minus=r0)
+    assert g == pp - p0 and lo <= g <= hi
+    expected = np.mean([(m.flipped["mantis"] & ~m.flipped["end_pgd"]).mean() for m in models])
+    assert g == pytest.approx(expected)
+    assert hi - lo < min(hi0 - lo0, hip - lop)
+    assert hi - lo < (hip - lo0) - (lop - hi0)  # far narrower than what the two intervals would allow
+
+
 def test_rank_agreement():
     proxy = {"a": 0.9, "b": 0.7, "c": 0.5, "d": 0.3, "e": 0.1}
     target = {"a": 0.1, "b": 0.7, "c": 0.5, "d": 0.3, "e": 0.9}  # a: 1st -> 5th, e: 5th -> 1st

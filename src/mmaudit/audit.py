@@ -1,5 +1,6 @@
-"""`mmaudit audit`: clean pass, both pathways over each model's clean-correct set, diagnostics, into the store.
+"""The audit's units of work: clean pass, both pathways over a model's clean-correct set, layer recovery.
 
+:mod:`mmaudit.execution` plans and runs them (this module never imports it).
 Units of work are fixed chunks of a model's clean-correct set (sorted by sample
 id), so a resumed run forms exactly the batches an uninterrupted one did and
 ends with identical numbers. Each chunk's records are written together.
@@ -9,7 +10,6 @@ and shared by every model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -27,8 +27,6 @@ from mmaudit.pathways.text import TEXT_ATTACKS, Edit, LayoutEditor
 from mmaudit.pathways.text.editors import ImageEditor
 from mmaudit.pathways.text.runner import TextRunConfig, run_text_chunk
 from mmaudit.store import RunStore, key_of
-
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass
@@ -198,7 +196,7 @@ class EditCache:
                 edit = e
             path = None
             if isinstance(edit, Edit):
-                name = key_of(sample=sample_fingerprint(s), attack=attack.params())
+                name = key_of(sample=sample_fingerprint(s), attack=attack.params(), wrong=s.meta.get("wrong_answer"))
                 path = f"adv/{attack.name}/{name}.png"
                 save_png(edit.image, self.out / path)
             self._edits[k] = (edit, path)
@@ -236,18 +234,3 @@ def recovery_chunk(vlm: VLM, chunk: list[Sample], adversarial: list[np.ndarray],
     return [{"kind": "recovery", "key": k, "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint,
              "positions": cfg.recovery_positions} | row
             for k, row in zip(recovery_keys(vlm.fingerprint, chunk, cfg), rows)]
-
-
-def run_audit(
-    models: list[VLM],
-    samples: list[Sample],
-    out: Path,
-    cfg: AuditConfig,
-    errors: list[InputError] | None = None,
-    judge: Judge | None = None,
-    progress: Progress | None = None,
-) -> RunStore:
-    """The audit on models already loaded here (the local executor)."""
-    from mmaudit.execution import LocalExecutor, drive
-
-    return drive(LocalExecutor(models, samples, out, cfg, judge or Judge()), samples, out, cfg, errors, progress)

@@ -12,7 +12,7 @@ app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Audit the visual channel of VLMs and multimodal RAG."
 )
 zoo_app = typer.Typer(no_args_is_help=True, help="The embedded zoo of tiny VLMs (L1/L2/L3).")
-data_app = typer.Typer(no_args_is_help=True, help="Synthetic visual QA.")
+data_app = typer.Typer(no_args_is_help=True, help="Synthetic visual QA; what an audit would attack with.")
 app.add_typer(zoo_app, name="zoo")
 app.add_typer(data_app, name="data")
 bench_app = typer.Typer(no_args_is_help=True, help="QIMG-7 + SATR: polluted multimodal RAG.")
@@ -100,6 +100,35 @@ def data_synth(
 
     path = write_samples(synthetic_set(n, seed=seed), out)
     console.print(f"wrote {path}")
+
+
+@data_app.command("wrong")
+def data_wrong(
+    data: str = typer.Option(..., help="As for `mmaudit audit --data`: 'synthetic[:N]', a JSONL, or "
+                             "'chartqa:FILE.json,docvqa:FILE.json,mme:DIR'."),
+    select: int = typer.Option(None, help="The balanced seeded draw `audit --select` would make."),
+    seed: int = typer.Option(0, help="Seed of that draw."),
+    limit: int = typer.Option(None, help="Only the first N samples."),
+    wrong_ocr: str = typer.Option("auto", help="Use the image's OCR text for text labels: auto, on, off."),
+    as_json: bool = typer.Option(False, "--json", help="A JSON list of {id, reference, wrong, answer_type, source}."),
+) -> None:
+    """Per sample, the task-matching wrong answer MANTIS, Typo-Evid and Nat-Evid will use (before any GPU hour)."""
+    from mmaudit.cli_audit import load_audit_data
+
+    samples, errors = load_audit_data(data, limit, select, seed, wrong_ocr)
+    rows = [{"id": s.id, "reference": s.answer, "wrong": s.meta.get("wrong_answer"),
+             "answer_type": s.meta.get("wrong_kind"), "source": s.meta.get("wrong_source")} for s in samples]
+    if as_json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    print_table(f"Wrong answers ({len(rows)} samples)", ["id", "reference", "wrong", "answer type", "source"],
+                [[r["id"], r["reference"], r["wrong"] or "(none)", r["answer_type"] or "", r["source"] or ""]
+                 for r in rows], left=("id", "reference", "wrong", "answer type", "source"))
+    from collections import Counter
+
+    console.print("by source: " + ", ".join(f"{k} {v}" for k, v in Counter(r["source"] for r in rows).items()))
+    for e in errors:
+        console.print(f"[yellow]{e}[/yellow]")
 
 
 @bench_app.command("score")

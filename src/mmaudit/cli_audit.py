@@ -31,17 +31,28 @@ def load_models(specs: list[str]):
     return [load_model(s) for s in expand(specs)]
 
 
-def load_audit_data(spec: str, limit: int | None, select: int | None = None, seed: int = 0):
+WRONG_OCR = ("auto", "on", "off")
+
+
+def load_audit_data(spec: str, limit: int | None, select: int | None = None, seed: int = 0, wrong_ocr: str = "auto"):
     """'synthetic[:N]' (the bundled set, N per task family), a JSONL path, or comma-separated
-    'chartqa:FILE.json', 'docvqa:FILE.json', 'mme:DIR' sources (``select``: a balanced seeded draw)."""
+    'chartqa:FILE.json', 'docvqa:FILE.json', 'mme:DIR' sources (``select``: a balanced seeded draw).
+
+    Each kept sample gets its task-matching wrong answer here, drawn from the label vocabulary of
+    everything loaded (not only the selection) and, for text answers without layout metadata, from
+    the image's OCR text (``wrong_ocr``: auto = when the [ocr] extra is installed)."""
     from mmaudit.data import loaders
     from mmaudit.data.io import iter_jsonl
     from mmaudit.data.synthetic import FAMILIES, synthetic_set
     from mmaudit.errors import InputError
+    from mmaudit.pathways.wrong import assign_wrong_answers, default_ocr
 
+    if wrong_ocr not in WRONG_OCR:
+        raise typer.BadParameter(f"--wrong-ocr must be one of {WRONG_OCR}, got {wrong_ocr!r}")
     if spec.startswith("synthetic"):
         n = int(spec.split(":", 1)[1]) if ":" in spec else 32
         samples, errors = synthetic_set(n, seed=10_000, families=FAMILIES), []
+        pool = samples
     else:
         readers = {"chartqa": loaders.load_chartqa, "docvqa": loaders.load_docvqa, "mme": loaders.load_mme}
         items: dict[str, list] = {}
@@ -53,9 +64,14 @@ def load_audit_data(spec: str, limit: int | None, select: int | None = None, see
                 items.setdefault("jsonl", []).extend(iter_jsonl(Path(part)))
         errors = [x for v in items.values() for x in v if isinstance(x, InputError)]
         by = {k: [x for x in v if not isinstance(x, InputError)] for k, v in items.items()}
-        samples = loaders.select_balanced(by, select, seed) if select else [s for v in by.values() for s in v]
+        pool = [s for v in by.values() for s in v]
+        samples = loaders.select_balanced(by, select, seed) if select else pool
     if limit is not None:
         samples = samples[:limit]
+    ocr = default_ocr() if wrong_ocr != "off" else None
+    if wrong_ocr == "on" and ocr is None:
+        raise typer.BadParameter("--wrong-ocr on needs the [ocr] extra (rapidocr)")
+    assign_wrong_answers(samples, ocr=ocr, vocabulary_from=pool)
     return samples, errors
 
 
@@ -81,9 +97,11 @@ def run_audit_command(
     typo_position: str = "bottom", max_chars: int = 16, editor: str = "layout", oar_layers: str | None = None,
     recovery: int = 40, recovery_positions: str = "image", ocr_limit: int = 48, schedule: str = "full",
     select: int | None = None, executor: str = "local", ray_workers: int = 1, ray_address: str | None = None,
+    wrong_ocr: str = "auto",
 ) -> dict:
     """The whole audit: run (resumable), summarise from the store, print every table, write report.md."""
-    from mmaudit.audit import AuditConfig, attack_params, run_audit
+    from mmaudit.audit import AuditConfig, attack_params
+    from mmaudit.execution import run_audit
     from mmaudit.pathways.text.runner import TextRunConfig
     from mmaudit.report import all_tables, summarise, write_report
 
@@ -92,7 +110,7 @@ def run_audit_command(
                       batch=batch, early_stop=not paper_protocol, downscale=downscale, typo_position=typo_position,
                       max_chars=max_chars, editor=make_editor(editor), text=text, recovery=recovery,
                       recovery_positions=recovery_positions, ocr_limit=ocr_limit, schedule=schedule)
-    samples, errors = load_audit_data(data, limit, select, seed)
+    samples, errors = load_audit_data(data, limit, select, seed, wrong_ocr)
     with progress_bar() as bar:
         if executor == "ray":
             from mmaudit.execution import RayExecutor, drive
@@ -151,13 +169,16 @@ def audit(
     ray_address: str = typer.Option(None, help="Ray cluster address (default $RAY_ADDRESS, else a local Ray)."),
     schedule: str = typer.Option("full", help="full: every attack on all of C; union: AutoAttack-style, each pixel "
                                  "attack only on what earlier ones left (R0/R+/δ exact, fewer passes)."),
+    wrong_ocr: str = typer.Option("auto", help="Wrong answers for text labels may come from the image's OCR text "
+                                  "(images without layout metadata): auto (if rapidocr is installed), on, off. "
+                                  "Inspect them first with `mmaudit data wrong`."),
 ) -> None:
     """FusionAudit: clean pass, both pathways on the clean-correct set, R0/R+/delta, RUG, OAR, layer recovery."""
     if ctx.invoked_subcommand is not None:
         return
     run_audit_command(model, data, attacks, eps, steps, alpha, seed, limit, batch, paper_protocol, downscale, n_boot,
                       out, typo_position, max_chars, editor, oar_layers, recovery, recovery_positions, ocr_limit,
-                      schedule, select, executor, ray_workers, ray_address)
+                      schedule, select, executor, ray_workers, ray_address, wrong_ocr)
 
 
 @audit_app.command("sweep")

@@ -23,7 +23,6 @@ from PIL import Image
 from mmaudit.audit import (
     AuditConfig,
     EditCache,
-    Progress,
     attack_chunk,
     attack_order,
     attack_params,
@@ -42,13 +41,20 @@ from mmaudit.audit import (
 from mmaudit.data.sample import Sample, sample_fingerprint
 from mmaudit.errors import InputError
 from mmaudit.judge.match import Judge
+from mmaudit.models.vlm import VLM
 from mmaudit.pathways.text import TEXT_ATTACKS
 from mmaudit.pathways.text.evidence import ocr_evidence
+from mmaudit.pathways.wrong import USES_WRONG, assign_wrong_answers
 from mmaudit.store import RunStore, key_of
+
+Progress = Callable[[str, int, int], None]
 
 
 def attack_keys(fingerprint: str, chunk: list[Sample], params: dict) -> list[str]:
-    return [key_of(kind="attack", model=fingerprint, sample=sample_fingerprint(s), attack=params) for s in chunk]
+    """An attack record's key: model, sample, parameters and, for attacks that use one, the wrong answer."""
+    uses = params.get("name") in USES_WRONG
+    return [key_of(kind="attack", model=fingerprint, sample=sample_fingerprint(s), attack=params,
+                   **({"wrong": s.meta.get("wrong_answer")} if uses else {})) for s in chunk]
 
 
 class Worker:
@@ -82,6 +88,7 @@ class Worker:
 
 class LocalExecutor:
     def __init__(self, models, samples: list[Sample], out: Path, cfg: AuditConfig, judge: Judge | None = None):
+        assign_wrong_answers(samples, judge)  # no-op for samples the loader already gave one
         self.workers = [Worker(m, samples, out, cfg, judge) for m in models]
 
     def metas(self) -> list[dict]:
@@ -134,6 +141,19 @@ def drive(executor, samples: list[Sample], out: Path, cfg: AuditConfig, errors: 
     return store
 
 
+def run_audit(
+    models: list[VLM],
+    samples: list[Sample],
+    out: Path,
+    cfg: AuditConfig,
+    errors: list[InputError] | None = None,
+    judge: Judge | None = None,
+    progress: Progress | None = None,
+) -> RunStore:
+    """The audit on models already loaded here (the local executor)."""
+    return drive(LocalExecutor(models, samples, out, cfg, judge or Judge()), samples, out, cfg, errors, progress)
+
+
 class _RayWorker:
     """A Worker inside a Ray actor: loads its model itself and ships the files its records name."""
 
@@ -179,6 +199,7 @@ class RayExecutor:
         gpus = ray.cluster_resources().get("GPU", 0)
         actor = ray.remote(max_restarts=retries, max_task_retries=retries)(_RayWorker)
         opts = {"num_gpus": 1} if gpus else {"num_cpus": cpus_per_worker}
+        assign_wrong_answers(samples)  # fixed here, so every actor sees the same wrong answers
         ref = ray.put(samples)
         self.ray, self.out, self.on_unit = ray, Path(out), on_unit
         self._samples = ref  # held for as long as the actors live: a restarted actor is rebuilt from it

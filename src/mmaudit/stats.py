@@ -6,10 +6,12 @@ Definitions (paper, "Pathway-conditioned risk" and "Experimental Setup"):
 * S_a: the samples of C that attack a flips (an error or a missing result is
   not a flip, it is counted apart);
 * ASR_a = |S_a| / |C|; R0 = |union of baseline S_a| / |C|; R+ = |union of all S_a| / |C|;
+* gap = R+ - R0, the risk the diagnostics expose (the paper's headline per level);
 * delta_e = |S_e minus the union of e's baselines| / |C| for an enhanced attack e;
 * level means are unweighted means over the models of a level;
 * CIs: percentile bootstrap resampling *questions* with replacement, the set of
-  models fixed (a question drawn twice counts twice in every model's C).
+  models fixed (a question drawn twice counts twice in every model's C); the gap's
+  CI is taken on each replicate's R+ - R0 (the paper's fixed-model-pair bootstrap).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def model_summary(flags: ModelFlags, baselines, enhanced: dict[str, tuple[str, .
         "delta": {e: rate(flags.flipped[e] & ~union(flags, base), c)
                   for e, base in enhanced.items() if e in flags.flipped},
     }
+    out["gap"] = out["r_plus"] - out["r0"]
     return out
 
 
@@ -75,38 +78,46 @@ def _metric_matrix(models: list[ModelFlags], metric) -> tuple[np.ndarray, np.nda
 
 
 def bootstrap_level_ci(
-    models: list[ModelFlags], metric, n_boot: int = 10_000, seed: int = 0, alpha: float = 0.05
+    models: list[ModelFlags], metric, n_boot: int = 10_000, seed: int = 0, alpha: float = 0.05, minus=None
 ) -> tuple[float, float, float]:
     """Point estimate and percentile CI of the unweighted mean of ``metric`` over ``models``.
 
     ``metric(model) -> (Q,) bool`` numerator indicator; questions are resampled
-    jointly for all models (they must share the question list).
+    jointly for all models (they must share the question list). With ``minus``,
+    the statistic is the paired difference mean(metric) - mean(minus), taken on
+    every replicate from the same draw (R+ - R0: the two are paired, so their
+    separate intervals cannot give this one).
     """
     q = models[0].questions
     if any(m.questions != q for m in models):
         raise ValueError("bootstrap needs every model of a level scored on the same questions")
+    metrics = [metric] if minus is None else [metric, minus]
     with warnings.catch_warnings():  # an empty C gives nan (reported as n/a), not a warning
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _bootstrap(models, metric, n_boot, seed, alpha)
+        points, reps = _replicates(models, metrics, n_boot, seed)
+        point, rep = (points[0], reps[0]) if minus is None else (points[0] - points[1], reps[0] - reps[1])
+        lo, hi = np.nanpercentile(rep, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return point, float(lo), float(hi)
 
 
-def _bootstrap(models, metric, n_boot, seed, alpha):
-    q = models[0].questions
-    num, cor = _metric_matrix(models, metric)
-    point = float(np.nanmean([rate(n.astype(bool), c.astype(bool)) for n, c in zip(num, cor)]))
+def _replicates(models: list[ModelFlags], metrics: list, n_boot: int, seed: int) -> tuple[list[float], np.ndarray]:
+    """Level means of each metric, and their (n_metrics, n_boot) replicates from one shared draw of questions."""
+    n_q = len(models[0].questions)
+    mats = [_metric_matrix(models, m) for m in metrics]
+    points = [float(np.nanmean([rate(n.astype(bool), c.astype(bool)) for n, c in zip(num, cor)]))
+              for num, cor in mats]
     rng = np.random.default_rng(seed)
-    n_q = len(q)
-    reps = np.empty(n_boot)
+    reps = np.empty((len(metrics), n_boot))
     chunk = 1000
     for start in range(0, n_boot, chunk):
         b = min(chunk, n_boot - start)
         idx = rng.integers(0, n_q, size=(b, n_q))
         w = np.stack([np.bincount(row, minlength=n_q) for row in idx]).astype(float)  # (b, Q) multiplicities
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_model = (w @ num.T) / (w @ cor.T)  # (b, M)
-        reps[start : start + b] = np.nanmean(per_model, axis=1)  # a replicate with empty C is nan, dropped
-    lo, hi = np.nanpercentile(reps, [100 * alpha / 2, 100 * (1 - alpha / 2)])
-    return point, float(lo), float(hi)
+        for k, (num, cor) in enumerate(mats):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                per_model = (w @ num.T) / (w @ cor.T)  # (b, M)
+            reps[k, start : start + b] = np.nanmean(per_model, axis=1)  # a replicate with empty C is nan, dropped
+    return points, reps
 
 
 def rank_agreement(proxy: dict[str, float], target: dict[str, float], moved_by: int = 3) -> dict:

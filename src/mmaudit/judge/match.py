@@ -7,7 +7,11 @@ binarised, which is what a reader of ChartQA, DocVQA and MME results expects:
   (relative), anything else by normalised exact match; four-digit years
   (1000-2100) are compared exactly, since 5% of a year is a century;
 * ``anls``: DocVQA's ANLS with threshold 0.5: correct iff the normalised
-  Levenshtein distance to some reference is below 0.5;
+  Levenshtein distance to some reference is below 0.5; where the reference
+  holds numbers ("4217", "$1,200", "12/05/2019", "£5 million"), the answer must
+  also hold the same numbers, by value and in order (``numeric_exact``), since
+  ANLS alone accepts "4218" for "4217" and "£8 million" for "£5 million"; a bare
+  number then needs no ANLS ("4,217" for "4217");
 * ``yesno``: MME: the first word of the answer, yes or no;
 * ``exact``: normalised exact match (lower case, collapsed spaces, no final
   punctuation).
@@ -22,6 +26,18 @@ from dataclasses import dataclass, field
 
 RULES = ("exact", "relaxed", "anls", "yesno")
 _NUM = re.compile(r"^[-+]?\$?(\d+(?:[.,]\d+)*)(%?)$")
+_NUMBERS_IN = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def numbers_in(text: str) -> list[float]:
+    """The numbers written in ``text``, in order, by value ("1,234.5" -> 1234.5; "05" -> 5)."""
+    out = []
+    for tok in _NUMBERS_IN.findall(str(text)):
+        try:
+            out.append(float(tok.replace(",", "")))
+        except ValueError:
+            continue
+    return out
 
 
 def normalise(text: str) -> str:
@@ -93,6 +109,7 @@ class Judge:
     default: str = "exact"
     relaxed_tolerance: float = 0.05
     anls_threshold: float = 0.5
+    numeric_exact: bool = True  # ANLS rule: numeric references must match as numbers
 
     def rule(self, dataset: str, answer_type: str) -> str:
         if answer_type in self.by_type:
@@ -111,6 +128,12 @@ class Judge:
         if rule == "relaxed":
             return relaxed_match(pred, ref, self.relaxed_tolerance)
         if rule == "anls":
+            if self.numeric_exact and _NUMBERS_IN.search(ref):
+                if numbers_in(pred) != numbers_in(ref):
+                    return False
+                value = parse_number(ref)
+                if value is not None and parse_number(pred) == value:
+                    return True
             return anls(pred, ref, self.anls_threshold) > 0.0
         if rule == "yesno":
             return yes_no_match(pred, ref)

@@ -7,7 +7,7 @@ Attacks and diagnostics talk only to this surface, never to a model family:
 * ``score`` gives teacher-forced logits for a given answer (differentiable), so
   End-PGD and MANTIS can be written once; no classifier-style (N, C) logits;
 * decoder layers are exposed as modules, and :func:`capture_hidden` /
-  :func:`replace_hidden` hook them directly (transformers' ``hidden_states``
+  :func:`replace_hidden` hook their outputs directly (transformers' ``hidden_states``
   outputs would not show a patched value);
 * ``attentions`` returns text-to-image attention with the patch grid that maps
   an image region to patch indices (OAR).
@@ -128,8 +128,9 @@ class VLM(Protocol):
         """Token ids the model would emit for ``answer`` (end token included)."""
         ...
 
-    def vision_features(self, images: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
-        """Vision-encoder output (B, N, D); differentiable (Vis-PGD)."""
+    def vision_features(self, images: torch.Tensor | list[torch.Tensor], stage: str = "encoder") -> torch.Tensor:
+        """The vision encoder's own output (B, N, D), before any connector; differentiable (Vis-PGD).
+        ``stage="connector"``: what the connector hands the language model instead."""
         ...
 
     def image_positions(self, images: torch.Tensor | list[torch.Tensor], prompts: list[str]) -> list[torch.Tensor]:
@@ -153,12 +154,12 @@ class VLM(Protocol):
         max_new_tokens: int = 16,
         positions: list[torch.Tensor] | None = None,
     ) -> list[str]:
-        """Greedy answers with the hidden states entering ``layer`` at ``positions`` (default: the
+        """Greedy answers with the hidden states ``layer`` returns at ``positions`` (default: the
         image tokens) replaced by ``values`` (layer recovery)."""
         ...
 
     def hidden_states(self, images: torch.Tensor | list[torch.Tensor], prompts: list[str]) -> list[torch.Tensor]:
-        """Per decoder layer, the hidden states (B, S, D) entering it on the prompt, read by hooks."""
+        """Per decoder layer, the hidden states (B, S, D) it returns on the prompt, read by hooks."""
         ...
 
 
@@ -213,30 +214,33 @@ def check_batch(images, prompts: list[str], ids: Sequence[str | int] | None = No
 
 # --------------------------------------------------------------------------- hooks
 #
-# "The hidden states at layer l" are those *entering* decoder layer l (transformers'
-# ``hidden_states[l]`` convention: l = 0 is the embedded input). Patching a layer's
-# input rather than its output means every key and value that layer computes comes
-# from the patched states, so patching all prompt positions at layer 0 replays the
-# clean run exactly; what a model re-injects later (DeepStack) still gets through.
+# "The hidden states at layer l" are those a decoder layer *returns* (its output, before
+# anything the model adds after it, such as DeepStack's re-injected features). Layer
+# recovery patches these: the embedding input is never replaced, so every layer up to
+# and including l still reads the attacked image, and a patch undoes a flip only where
+# the clean states really carry the answer. (Patching a layer's *input* at every prompt
+# position would replay the clean run exactly at layer 0 and make recovery 100% by
+# construction.)
 
 
-def _hidden_arg(args: tuple, kwargs: dict) -> torch.Tensor:
-    return args[0] if args else kwargs["hidden_states"]
+def _layer_output(out) -> torch.Tensor:
+    """A decoder layer's hidden states, whether it returns a tensor or a tuple (transformers' older layers)."""
+    return out[0] if isinstance(out, (tuple, list)) else out
 
 
 @contextmanager
 def capture_hidden(layers: Sequence[nn.Module]) -> Iterator[list[torch.Tensor]]:
-    """Record the hidden states entering each layer (first forward call per layer wins)."""
+    """Record the hidden states each layer returns (first forward call per layer wins)."""
     store: list[torch.Tensor | None] = [None] * len(layers)
 
     def make(i):
-        def hook(_m, args, kwargs):
+        def hook(_m, _args, out):
             if store[i] is None:
-                store[i] = _hidden_arg(args, kwargs)
+                store[i] = _layer_output(out).detach()
 
         return hook
 
-    handles = [layer.register_forward_pre_hook(make(i), with_kwargs=True) for i, layer in enumerate(layers)]
+    handles = [layer.register_forward_hook(make(i)) for i, layer in enumerate(layers)]
     try:
         yield store  # type: ignore[misc]
     finally:
@@ -246,24 +250,25 @@ def capture_hidden(layers: Sequence[nn.Module]) -> Iterator[list[torch.Tensor]]:
 
 @contextmanager
 def replace_hidden(layer: nn.Module, positions: list[torch.Tensor], values: list[torch.Tensor]) -> Iterator[None]:
-    """Overwrite the hidden states entering ``layer`` at ``positions[b]`` with ``values[b]`` for each sample b.
+    """Overwrite the hidden states ``layer`` returns at ``positions[b]`` with ``values[b]`` for each sample b.
 
     Calls whose sequence does not reach the positions (cached decoding steps)
     pass through untouched: the prefix they would patch is already in the cache.
     """
+    reach = int(max(int(p.max()) for p in positions if len(p))) if any(len(p) for p in positions) else -1
 
-    def hook(_m, args, kwargs):
-        h = _hidden_arg(args, kwargs)
-        if h.shape[1] <= int(max(int(p.max()) for p in positions)):
+    def hook(_m, _args, out):
+        h = _layer_output(out)
+        if reach < 0 or h.shape[1] <= reach:
             return None
         h = h.clone()
         for b, (pos, val) in enumerate(zip(positions, values)):
             h[b, pos.to(h.device)] = val.to(h.device, h.dtype)
-        if args:
-            return (h, *args[1:]), kwargs
-        return args, {**kwargs, "hidden_states": h}
+        if isinstance(out, (tuple, list)):
+            return type(out)((h, *out[1:]))
+        return h
 
-    handle = layer.register_forward_pre_hook(hook, with_kwargs=True)
+    handle = layer.register_forward_hook(hook)
     try:
         yield
     finally:

@@ -10,20 +10,26 @@ from mmaudit.pathways import NAMES
 from mmaudit.report.tables import all_tables, pct
 
 INTRO = ("Clean: % of all questions answered correctly. Attack columns (ASR), R0 (union of the baselines Vis-PGD, "
-         "End-PGD, Typo-Evid), R+ (union of all attacks) and δ (flipped by the enhanced attack and by none of its "
-         "baselines: MANTIS against the pixel baselines, Nat-Evid against Typo-Evid): % of each model's "
-         "clean-correct set C. Level rows: unweighted macro mean with a 95% percentile bootstrap CI ({replicates} "
-         "replicates, seed {seed}; risk: questions resampled, models fixed; diagnostics: each model's samples "
-         "resampled).")
+         "End-PGD, Typo-Evid), R+ (union of all attacks), R+ − R0 (the risk the diagnostics expose; its level CI "
+         "is taken on each replicate's difference: the paired bootstrap) and δ (flipped by the enhanced attack and "
+         "by none of its baselines: MANTIS against the pixel baselines, Nat-Evid against Typo-Evid): % of each "
+         "model's clean-correct set C. Level rows: unweighted macro mean with a 95% percentile bootstrap CI "
+         "({replicates} replicates, seed {seed}; risk: questions resampled, models fixed; diagnostics: each model's "
+         "samples resampled).")
 
 
 UNION_NOTE = ("Union schedule (AutoAttack-style): End-PGD ran on all of C, Vis-PGD on what End-PGD left, MANTIS on "
               "what both left. R0, R+ and δ are exact; the Vis-PGD and MANTIS columns are lower bounds.")
 
 
+def _cell(text: str) -> str:
+    """A table cell that stays one cell: HTML escaped, '|' escaped, no line breaks."""
+    return html.escape(" ".join(str(text).split())).replace("|", "\\|")
+
+
 def _md_table(title: str, head: list[str], rows: list[list[str]]) -> list[str]:
-    return ["", f"## {html.escape(title)}", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)] + \
-        ["| " + " | ".join(html.escape(c) for c in row) + " |" for row in rows]
+    return ["", f"## {html.escape(title)}", "", "| " + " | ".join(_cell(h) for h in head) + " |",
+            "|" + " --- |" * len(head)] + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
 
 
 def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Path:

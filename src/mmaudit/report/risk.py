@@ -62,6 +62,8 @@ def risk_summary(store: RunStore, attack_params: dict[str, dict] | None, n_boot:
         levels[level] = {"n_models": len(group)} | {
             k: bootstrap_level_ci(group, f, n_boot=n_boot, seed=seed) for k, f in metrics.items()
         }
+        levels[level]["gap"] = bootstrap_level_ci(group, metrics["r_plus"], n_boot=n_boot, seed=seed,
+                                                  minus=metrics["r0"])
     ranking = None
     if "end_pgd" in attacks and len(rows) > 1:
         ranking = rank_agreement({r["model"]: r["asr"]["end_pgd"] for r in rows},

@@ -24,16 +24,16 @@ def num(x: float, fmt: str = ".2f") -> str:
 
 def table_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
     attacks, enhanced = summary["attacks"], list(summary["enhanced"])
-    head = ["model", "level", "clean", "|C|"] + [NAMES.get(a, a) for a in attacks] + ["R0", "R+"] + \
+    head = ["model", "level", "clean", "|C|"] + [NAMES.get(a, a) for a in attacks] + ["R0", "R+", "R+ − R0"] + \
         [f"δ {NAMES.get(e, e)}" for e in enhanced]
     rows = []
     for r in summary["models"]:
         rows.append([r["model"], r["level"], pct(r["clean_acc"]), str(r["n_correct"])]
-                    + [pct(r["asr"][a]) for a in attacks] + [pct(r["r0"]), pct(r["r_plus"])]
+                    + [pct(r["asr"][a]) for a in attacks] + [pct(r["r0"]), pct(r["r_plus"]), pct(r["gap"])]
                     + [pct(r["delta"][e]) for e in enhanced])
     for level, m in summary["levels"].items():
         rows.append([f"{level} macro ({m['n_models']} models)", level, "", ""]
-                    + [ci(m[f"asr_{a}"]) for a in attacks] + [ci(m["r0"]), ci(m["r_plus"])]
+                    + [ci(m[f"asr_{a}"]) for a in attacks] + [ci(m["r0"]), ci(m["r_plus"]), ci(m["gap"])]
                     + [ci(m[f"delta_{e}"]) for e in enhanced])
     return head, rows
 

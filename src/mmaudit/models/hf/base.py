@@ -18,6 +18,8 @@ from torch import nn
 
 from mmaudit.models.vlm import AnswerScores, PatchGrid, capture_hidden, check_batch, replace_hidden
 
+FEATURE_STAGES = ("encoder", "connector")
+
 
 @dataclass
 class Encoded:
@@ -104,7 +106,12 @@ class HFAdapter:
         return {}
 
     def image_features(self, image_inputs: dict) -> torch.Tensor:
+        """What the connector / projector hands the language model, (B, N, D_text)."""
         raise NotImplementedError
+
+    def encoder_features(self, image_inputs: dict) -> torch.Tensor:
+        """The vision tower's own output, before any connector, (B, N, D_vision)."""
+        return self.vision_module(pixel_values=image_inputs["pixel_values"]).last_hidden_state
 
     @property
     def image_token_id(self) -> int:
@@ -192,10 +199,14 @@ class HFAdapter:
             mask[b, :n] = True
         return AnswerScores(out, tgt, mask)
 
-    def vision_features(self, images) -> torch.Tensor:
+    def vision_features(self, images, stage: str = "encoder") -> torch.Tensor:
+        """Vis-PGD's features: the vision encoder's output (the paper's definition), or with
+        ``stage="connector"`` what the connector passes on to the language model."""
+        if stage not in FEATURE_STAGES:
+            raise ValueError(f"stage must be one of {FEATURE_STAGES}, got {stage!r}")
         ims = [im.to(self.vision_device) for im in check_batch(images, ["-"] * len(images))]
         image_inputs, _ = self.preprocess(ims)
-        return self.image_features(image_inputs)
+        return self.encoder_features(image_inputs) if stage == "encoder" else self.image_features(image_inputs)
 
     def image_positions(self, images, prompts: list[str]) -> list[torch.Tensor]:
         enc = self.encode(images, prompts)

@@ -50,3 +50,12 @@ class LlavaAdapter(HFAdapter):
         out = self.model.get_image_features(pixel_values=image_inputs["pixel_values"])
         feats = out.pooler_output if hasattr(out, "pooler_output") else out
         return torch.stack(list(feats)) if isinstance(feats, (list, tuple)) else feats
+
+    def encoder_features(self, image_inputs: dict) -> torch.Tensor:
+        """The tower's hidden states at ``vision_feature_layer`` (the layer LLaVA reads), CLS dropped as configured."""
+        cfg = self.model.config
+        out = self.vision_module(image_inputs["pixel_values"], output_hidden_states=True)
+        layers = cfg.vision_feature_layer if isinstance(cfg.vision_feature_layer, (list, tuple)) else \
+            [cfg.vision_feature_layer]
+        start = 1 if cfg.vision_feature_select_strategy == "default" else 0
+        return torch.cat([out.hidden_states[k][:, start:] for k in layers], -1)

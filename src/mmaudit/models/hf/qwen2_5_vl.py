@@ -88,8 +88,16 @@ class Qwen2_5_VLAdapter(HFAdapter):
     def image_features(self, image_inputs: dict) -> torch.Tensor:
         out = self.vision_module(image_inputs["pixel_values"], grid_thw=image_inputs["image_grid_thw"])
         merged = out.pooler_output if hasattr(out, "pooler_output") else out
-        sizes = (image_inputs["image_grid_thw"].prod(-1) // self.merge**2).tolist()
-        parts = torch.split(merged, sizes)
-        if len(set(sizes)) == 1:
+        return self._per_image(merged, image_inputs["image_grid_thw"].prod(-1) // self.merge**2)
+
+    def encoder_features(self, image_inputs: dict) -> torch.Tensor:
+        """The ViT's patch states before the patch merger (the merger is Qwen's connector)."""
+        out = self.vision_module(image_inputs["pixel_values"], grid_thw=image_inputs["image_grid_thw"])
+        return self._per_image(out.last_hidden_state, image_inputs["image_grid_thw"].prod(-1))
+
+    @staticmethod
+    def _per_image(flat: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+        parts = torch.split(flat, sizes.tolist())
+        if len(set(sizes.tolist())) == 1:
             return torch.stack(parts)
         return torch.nn.utils.rnn.pad_sequence(list(parts), batch_first=True)

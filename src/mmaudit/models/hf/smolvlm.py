@@ -129,3 +129,11 @@ class SmolVLMAdapter(HFAdapter):
             feats = torch.cat(list(feats))
         b = image_inputs["pixel_values"].shape[0]
         return feats.reshape(b, -1, feats.shape[-1])
+
+    def encoder_features(self, image_inputs: dict) -> torch.Tensor:
+        """The SigLIP tower's patches of every tile and the global view, before the pixel-shuffle connector."""
+        out = self.model.get_image_features(pixel_values=image_inputs["pixel_values"],
+                                            pixel_attention_mask=image_inputs["pixel_attention_mask"])
+        feats = out.last_hidden_state
+        b = image_inputs["pixel_values"].shape[0]
+        return feats.reshape(b, -1, feats.shape[-1])

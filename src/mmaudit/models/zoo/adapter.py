@@ -94,9 +94,14 @@ class ZooAdapter:
         start = self.model.n_visual + q.shape[1] - 1
         return AnswerScores(logits[:, start : start + a_len], a, a != self.tok.pad)
 
-    def vision_features(self, images) -> torch.Tensor:
+    def vision_features(self, images, stage: str = "encoder") -> torch.Tensor:
         x = self._images(images, ["-"] * len(images))
-        return self.model.encoder(x)["features"]
+        enc = self.model.encoder(x)
+        if stage == "connector":
+            return self.model.visual_tokens(enc)
+        if stage != "encoder":
+            raise ValueError(f"stage must be 'encoder' or 'connector', got {stage!r}")
+        return enc["features"]
 
     def image_positions(self, images, prompts: list[str]) -> list[torch.Tensor]:
         return [torch.arange(self.model.n_visual) for _ in prompts]

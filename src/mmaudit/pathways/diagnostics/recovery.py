@@ -1,11 +1,17 @@
 """Layer recovery: put the clean image's hidden states back into an End-PGD flip, one decoder layer at a time.
 
 For each flip (the first ``n_max`` per model by sample id, kept only if the
-saved adversarial image still flips when reloaded), the hidden states entering
-layer l at the patched positions are replaced by those of the clean image and
-the model decodes greedily; the flip is *recovered* if the correct answer comes
-back at any depth. Positions are the image tokens by default (the paper's
-"prefix"); ``positions="prompt"`` patches every prompt position instead.
+saved adversarial image still flips when reloaded), the decoder prefix hidden
+states at depth l, i.e. what decoder layer l *returns* at the image positions,
+are replaced by those of the clean image, and the model decodes greedily; the
+flip is *recovered* if the correct answer comes back at any depth (the paper's
+protocol), and the record keeps the answer at every depth.
+
+The embedding (the input of layer 0) is never patched: layers 0..l still read
+the attacked image tokens, and a model that re-injects vision features after
+layer l (DeepStack) re-perturbs the patched states. A patch at the last layer
+changes nothing a causal decoder's text positions read, so it never recovers.
+``positions="prompt"`` patches every prompt position instead of the image tokens.
 """
 
 from __future__ import annotations

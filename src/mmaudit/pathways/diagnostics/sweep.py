@@ -29,6 +29,7 @@ from mmaudit.data.sample import Sample, sample_fingerprint
 from mmaudit.judge.match import Judge
 from mmaudit.models.vlm import VLM
 from mmaudit.pathways.pixel import MANTIS
+from mmaudit.pathways.wrong import assign_wrong_answers
 from mmaudit.store import RunStore, key_of
 
 
@@ -45,6 +46,7 @@ class SweepConfig:
 def run_sweep(models: list[VLM], samples: list[Sample], out: Path, cfg: SweepConfig, judge: Judge | None = None,
               progress: Callable[[str, int, int], None] | None = None) -> RunStore:
     judge = judge or Judge()
+    assign_wrong_answers(samples, judge)
     store = RunStore(out / "results.jsonl")
     budgets = tuple(sorted(cfg.steps))
     for vlm in models:
@@ -58,8 +60,8 @@ def run_sweep(models: list[VLM], samples: list[Sample], out: Path, cfg: SweepCon
             atk = MANTIS(eps=eps, steps=budgets[-1], seed=seed, early_stop=cfg.early_stop, checkpoints=budgets,
                          max_new_tokens=cfg.max_new_tokens, judge=judge)
             for chunk in chunks:
-                keys = [key_of(kind="sweep", model=vlm.fingerprint, sample=sample_fingerprint(s), attack=atk.params())
-                        for s in chunk]
+                keys = [key_of(kind="sweep", model=vlm.fingerprint, sample=sample_fingerprint(s), attack=atk.params(),
+                               wrong=s.meta.get("wrong_answer")) for s in chunk]
                 if all(k in store for k in keys):
                     continue
                 res = atk(vlm, chunk)

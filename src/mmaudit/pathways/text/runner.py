@@ -10,6 +10,7 @@ correct answer (evidence preservation).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,10 +31,16 @@ class TextRunConfig:
     max_new_tokens: int = 16
 
 
+def _words(text: str) -> list[str]:
+    return re.findall(r"[^\W_]+", normalise(text))
+
+
 def contains(answer: str, text: str) -> bool:
-    """Whether ``answer`` contains ``text`` (normalised, spaces ignored)."""
-    t = "".join(normalise(text).split())
-    return bool(t) and t in "".join(normalise(answer).split())
+    """Whether ``answer`` contains ``text`` as whole words, normalised (case, punctuation, spacing):
+    "no" is not in "nothing", "12" is not in "120", "New York" is in "it is new york."."""
+    want, have = "".join(_words(text)), _words(answer)
+    # whole words at both ends; inner spacing may differ (a glyph tokenizer reads "AB CD" as "ABCD")
+    return bool(want) and any("".join(have[i:j]) == want for i in range(len(have)) for j in range(i + 1, len(have) + 1))
 
 
 def run_text_chunk(vlm: VLM, chunk: Sequence[Sample], edits: Sequence[Edit | InputError], judge: Judge,
