@@ -18,7 +18,7 @@ from mmaudit.models.local_server import LocalChatServer
 from mmaudit.models.openai_chat import OpenAIChat
 from mmaudit.rag.build import BuildConfig, build_benchmark
 from mmaudit.rag.mini import mini_inputs
-from mmaudit.rag.run import run_bench
+from mmaudit.rag.run import BenchConfig, run_bench
 
 
 def bench_run_rows(latency: float, questions: int) -> None:
@@ -29,7 +29,7 @@ def bench_run_rows(latency: float, questions: int) -> None:
         for c in (1, 16):
             chat = OpenAIChat("bench", base_url=srv.base_url, cache=Path(tmp) / f"run{c}.jsonl", concurrency=c)
             t0 = time.perf_counter()
-            s = run_bench(folder, chat, Path(tmp) / f"out{c}", vision=True)
+            s = run_bench(folder, chat, Path(tmp) / f"out{c}", cfg=BenchConfig(vision=True))
             secs = time.perf_counter() - t0
             ideal = chat.usage.calls * latency / c
             print(f"  concurrency {c:2}: {s['rows'] / secs:6.2f} rows/s, {chat.usage.calls} unique calls in "

@@ -7,7 +7,7 @@ import pytest
 from mmaudit.models.chat import ScriptedChat
 from mmaudit.rag.build import BuildConfig, build_benchmark
 from mmaudit.rag.mini import mini_inputs
-from mmaudit.rag.run import METHODS, run_bench
+from mmaudit.rag.run import METHODS, BenchConfig, run_bench
 from mmaudit.rag.score import judged_rows, main_table
 
 
@@ -38,7 +38,7 @@ def mini(tmp_path_factory):
 
 def test_bench_run_with_a_scripted_model(mini, tmp_path):
     chat = ScriptedChat(scripted)
-    s = run_bench(mini, chat, tmp_path, stack="scripted")
+    s = run_bench(mini, chat, tmp_path, cfg=BenchConfig(stack="scripted"))
     assert s["rows"] == 48 and s["questions"] == 3
     n_text_trust = sum(c[-1]["content"].startswith("You are a text-evidence") for c in chat.calls)
     assert n_text_trust == 6  # one per (question, clean or polluted text), reused over the 8 image regimes

@@ -25,10 +25,44 @@ def test_failures_then_none_give_identical_results_and_no_duplicate_calls(tmp_pa
         assert clean.usage.calls == 40 and clean.usage.prompt_tokens > 0
 
 
-def test_a_non_retryable_error_surfaces(tmp_path):
-    from openai import NotFoundError
+def test_a_non_retryable_error_fails_that_request_only(tmp_path):
+    """A 400 on one request: that reply is a FailedReply with the reason; the others are answered."""
+    from mmaudit.models.chat import FailedReply
+
+    bad = "question 3?"
+    with LocalChatServer(reject=lambda body: 400 if body["messages"][0]["content"] == bad else None) as srv:
+        chat = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "c.jsonl", retries=2, backoff=0.01)
+        replies = chat.chat_many(REQUESTS[:10])
+        assert isinstance(replies[3], FailedReply) and "400" in replies[3].reason and replies[3] == ""
+        assert all(r == reply_for(m) for i, (r, m) in enumerate(zip(replies, REQUESTS)) if i != 3)
+        assert chat.usage.failed == 1 and chat.usage.retries == 0  # a 400 is not retried
+        wrong_route = OpenAIChat("m", base_url=srv.base_url.replace("/v1", "/nope"), retries=1, backoff=0.01)
+        (r,) = wrong_route.chat_many([[{"role": "user", "content": "hi"}]])
+        assert isinstance(r, FailedReply) and "404" in r.reason
+
+
+def test_retry_after_is_honoured(tmp_path):
+    import time
+
+    with LocalChatServer(fail_rate=1.0, seed=0, retry_after=0.4, kinds=("429",)) as srv:
+        chat = OpenAIChat("m", base_url=srv.base_url, retries=3, backoff=0.001, timeout=5)
+        t0 = time.perf_counter()
+        replies = chat.chat_many(REQUESTS[:3])
+        waited = time.perf_counter() - t0
+    assert replies == [reply_for(m) for m in REQUESTS[:3]] and srv.failed["429"] == 3
+    assert waited >= 0.4 and chat.usage.retries == 3  # each 429 said to wait 0.4 s (backoff alone: ~1 ms)
+
+
+def test_budget_stops_cleanly_and_a_rerun_resumes(tmp_path):
+    from mmaudit.models.chat import BudgetExceeded
 
     with LocalChatServer() as srv:
-        bad = OpenAIChat("m", base_url=srv.base_url.replace("/v1", "/nope"), retries=2, backoff=0.01)
-        with pytest.raises(NotFoundError):
-            bad.chat([{"role": "user", "content": "hi"}])
+        capped = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "d.jsonl", concurrency=1,
+                            price_per_1k=(1.0, 1.0), budget=0.01)
+        with pytest.raises(BudgetExceeded, match="rerun to resume"):
+            capped.chat_many(REQUESTS[:20])
+        spent = capped.usage.calls
+        assert 1 <= spent < 20 and capped.usage.cost >= 0.01
+        resumed = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "d.jsonl", concurrency=1)
+        assert resumed.chat_many(REQUESTS[:20]) == [reply_for(m) for m in REQUESTS[:20]]
+        assert resumed.usage.cached == spent and resumed.usage.calls == 20 - spent

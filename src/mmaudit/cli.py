@@ -176,16 +176,27 @@ def bench_build(
     passages: Path = typer.Option(None, help="CSV pool of passages (question_idx, question, title, snippet, url)."),
     images: Path = typer.Option(None, help="CSV pool of images (release columns + image_path), with --passages."),
     out: Path = typer.Option(Path("runs/bench"), help="Benchmark folder (regime JSONL, pool CSV, images, drops)."),
-    limit: int = typer.Option(None, help="Evaluation cap: keep the first N usable questions."),
-    family_seed: int = typer.Option(42, help="Seed of the text-pollution family preassignment."),
+    limit: str = typer.Option(None, help="Evaluation cap per dataset, in dataset order (numeric qids as numbers): "
+                              "N for every dataset, or e.g. 'longfact=50,biography=20,alpacafact=20,fava=20'."),
+    family_seed: int = typer.Option(42, help="Seed of the text-pollution family preassignment (per dataset)."),
+    families: Path = typer.Option(None, help="A fixed family preassignment (CSV/JSONL: dataset, qid, passage, "
+                                  "family), e.g. AlpacaFact's release labels; other questions keep the seeded draw."),
     seed: int = typer.Option(0, help="Seed of the image operators (donors, patch start)."),
     ontopic: float = typer.Option(0.3, help="On-topic threshold (cosine, all-MiniLM-L6-v2); negative: off."),
     patch_steps: int = typer.Option(60, help="Adversarial-patch PGD steps."),
     style_steps: int = typer.Option(80, help="Style-transfer optimisation steps."),
 ) -> None:
     """Build a QIMG-7-style benchmark: 16 regimes per question, seven image pollutions, text pollution."""
-    from mmaudit.rag.build import BuildConfig, build_benchmark
+    from mmaudit.rag.build import BuildConfig, build_benchmark, read_families
     from mmaudit.rag.build_inputs import read_csv_pools, read_questions
+
+    caps: int | dict[str, int] | None = None
+    if limit:
+        try:
+            caps = int(limit) if limit.strip().isdigit() else \
+                {k.strip(): int(v) for k, v in (x.split("=") for x in limit.split(",") if x.strip())}
+        except ValueError:
+            raise typer.BadParameter(f"--limit {limit!r}: N or DATASET=N,...") from None
 
     if passages is not None or images is not None:
         if passages is None or images is None:
@@ -203,8 +214,8 @@ def bench_build(
 
         check = OnTopic(threshold=ontopic)
     with progress_bar() as bar:
-        cfg = BuildConfig(family_seed=family_seed, seed=seed, limit=limit, ontopic=check, patch_steps=patch_steps,
-                          style_steps=style_steps)
+        cfg = BuildConfig(family_seed=family_seed, seed=seed, limit=caps, ontopic=check, patch_steps=patch_steps,
+                          style_steps=style_steps, families=read_families(families) if families else None)
         summary = build_benchmark(items, out, cfg, progress=progress_callback(bar))
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     c = summary["counts"]

@@ -42,16 +42,44 @@ def bench_tables(out: Path, stack: str, n_boot: int, seed: int) -> list[tuple[st
     out_tables.append(("Polluted text by image attack (TP_IP_<attack>, %)", ["method", *IMAGE_ATTACKS],
                        [[m] + [pct(af[m][a]) for a in IMAGE_ATTACKS] for m in sorted(af)]))
     ch = tables.channel_isolation(per)
-    out_tables.append(("Channel isolation (%)", ["method", "TC_IC", "TC_IP", "TP_IC", "TP_IP"],
-                       [[m] + [pct(ch[m][k]) for k in ("TC_IC", "TC_IP", "TP_IC", "TP_IP")] for m in sorted(ch)]))
+    keys = ("TC_IC", "TC_IP", "image_effect", "TP_IC", "text_effect", "TP_IP")
+    out_tables.append(("Channel isolation (%; image effect = TC_IC - mean TC_IP, text effect = TC_IC - TP_IC)",
+                       ["method", "TC_IC", "TC_IP avg", "image effect", "TP_IC", "text effect", "TP_IP"],
+                       [[m] + [pct(ch[m][k]) for k in keys] for m in sorted(ch)]))
     dec = tables.decisions(per)
     out_tables.append(("Decisions (% of rows per route, clean / polluted text)", ["method", "TC", "TP"],
                        [[m] + [", ".join(f"{k} {pct(v)}" for k, v in dec[m][g].items()) for g in ("TC", "TP")]
                         for m in sorted(dec)]))
     ra = tables.route_accuracy(per)
-    out_tables.append(("Route accuracy against the oracle branch (%)", ["method", "accuracy"],
-                       [[m, pct(ra[m])] for m in sorted(ra)]))
+    datasets = sorted({ds for v in ra.values() for ds in v if ds != "overall"})
+    out_tables.append(("Route accuracy: the route is the oracle's best branch (%; ties: any best branch)",
+                       ["method", *datasets, "overall"],
+                       [[m] + [pct(ra[m].get(ds, float("nan"))) for ds in (*datasets, "overall")]
+                        for m in sorted(ra)]))
     return out_tables
+
+
+def parse_budgets(text: str | None, base: dict) -> dict:
+    """'answer=512,resolver=1024' over the defaults; components: answer, gate, resolver, judge."""
+    from mmaudit.rag.run import COMPONENTS
+
+    out = dict(base)
+    for part in filter(None, (x.strip() for x in (text or "").split(","))):
+        name, _, value = part.partition("=")
+        if name not in COMPONENTS or not value.isdigit():
+            raise typer.BadParameter(f"--max-tokens: {part!r} is not COMPONENT=N with COMPONENT in {COMPONENTS}")
+        out[name] = int(value)
+    return out
+
+
+def parse_price(text: str | None) -> tuple[float, float]:
+    if not text:
+        return (0.0, 0.0)
+    try:
+        prompt, completion = (float(x) for x in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"--price: {text!r} is not PROMPT,COMPLETION (per 1k tokens)") from None
+    return prompt, completion
 
 
 def bench_run(
@@ -62,16 +90,28 @@ def bench_run(
     model: str = typer.Option(None, help="Model name at the endpoint; none: the embedded SmolLM2 model."),
     judge_model: str = typer.Option(None, help="Judge model at the endpoint (default: the answer model)."),
     concurrency: int = typer.Option(8, help="Concurrent requests to the endpoint."),
-    vision: bool = typer.Option(False, help="Send images as pixels (the endpoint's model sees images)."),
+    vision: bool = typer.Option(False, help="Full-MM sends the image's pixels (the endpoint's model sees images); "
+                                "without it a text-only model gets the image's OCR text."),
+    image_size: int = typer.Option(768, help="Longest side, in pixels, of the image Full-MM sends."),
+    image_detail: str = typer.Option("auto", help="OpenAI image detail: auto, low, high, or '' to leave it out."),
+    parametric: str = typer.Option("per-row", help="per-row (the paper: one Parametric generation per benchmark "
+                                   "row) or per-question (one, reused over the 16 regimes)."),
+    max_tokens: str = typer.Option(None, help="Token budgets per component, e.g. 'answer=512,gate=256,"
+                                   "resolver=768,judge=256' (those are the endpoint defaults)."),
+    price: str = typer.Option(None, help="PROMPT,COMPLETION price per 1k tokens, for the cost in summary.json."),
+    budget: float = typer.Option(None, help="Stop cleanly once the cost reaches this (rerun to resume)."),
     limit: int = typer.Option(None, help="Only the first N questions."),
     n_boot: int = typer.Option(10_000, help="Bootstrap replicates."),
     seed: int = typer.Option(0),
 ) -> None:
     """Branches (Parametric, Text-only, Full-MM), defences, blinded judge; main and diagnostic tables."""
+    from mmaudit.models.chat import BudgetExceeded
     from mmaudit.models.embedded_chat import NOTICE, EmbeddedChat
     from mmaudit.models.openai_chat import OpenAIChat
-    from mmaudit.rag.run import run_bench
+    from mmaudit.rag.run import EMBEDDED_BUDGET, ENDPOINT_BUDGET, PARAMETRIC_MODES, BenchConfig, run_bench
 
+    if parametric not in PARAMETRIC_MODES:
+        raise typer.BadParameter(f"--parametric must be one of {PARAMETRIC_MODES}")
     if folder is None:
         folder = Path("runs/bench")
         if not list(folder.glob("*_qimg7_mm_regimes_*.jsonl")):
@@ -82,22 +122,44 @@ def bench_run(
     out.mkdir(parents=True, exist_ok=True)
     compact: dict = {}
     if model or endpoint:
-        chat = OpenAIChat(model or "default", base_url=endpoint, cache=out / "calls.jsonl", concurrency=concurrency)
-        judge = OpenAIChat(judge_model, base_url=endpoint, cache=out / "calls.jsonl",
-                           concurrency=concurrency) if judge_model else chat
-        notes, stack = [], (model or "default").replace("/", "_")
+        cost = {"price_per_1k": parse_price(price), "budget": budget}
+        chat = OpenAIChat(model or "default", base_url=endpoint, cache=out / "calls.jsonl", concurrency=concurrency,
+                          **cost)
+        judge = OpenAIChat(judge_model, base_url=endpoint, cache=out / "calls.jsonl", concurrency=concurrency,
+                           **cost) if judge_model else chat
+        notes, stack, budgets = [], (model or "default").replace("/", "_"), parse_budgets(max_tokens, ENDPOINT_BUDGET)
     else:
         chat = judge = EmbeddedChat(cache=out / "calls.jsonl")
         compact = {"passages": 2, "words": 30}  # a 135M model on 2 cores: prompt prefill is the whole cost
         notes, stack = [NOTICE + " Evidence is cut to 2 passages of 30 words for it."], "embedded"
-    with progress_bar() as bar:
-        summary = run_bench(folder, chat, out, judge, stack=stack, limit=limit, vision=vision,
-                            progress=progress_callback(bar), **compact)
+        budgets = parse_budgets(max_tokens, EMBEDDED_BUDGET)
+    cfg = BenchConfig(stack=stack, limit=limit, vision=vision, image_size=image_size, image_detail=image_detail,
+                      parametric=parametric, budgets=budgets, **compact)
+    try:
+        with progress_bar() as bar:
+            summary = run_bench(folder, chat, out, judge, cfg, progress=progress_callback(bar))
+    except BudgetExceeded as e:
+        console.print(f"[yellow]stopped: {e}[/yellow]")
+        raise typer.Exit(3) from None
+    notes.append(f"Full-MM input: {summary['full_mm_input']}"
+                 + (f", {summary['images_sent']} images sent at most {image_size} px"
+                    f" ({summary['images_unloadable']} not loadable: metadata only)" if vision else
+                    " (the model has no vision here)") + f"; Parametric generated {parametric}"
+                 f" ({summary['parametric_requests']} requests).")
+    usage = {"answer_model": chat.usage.as_dict()} | ({"judge_model": judge.usage.as_dict()} if judge is not chat
+                                                      else {})
     tabs = bench_tables(out, stack, n_boot, seed)
-    summary |= {"notes": notes, "tables": [{"title": t, "head": h, "rows": r} for t, h, r in tabs]}
+    summary |= {"notes": notes, "usage": usage, "price_per_1k": list(parse_price(price)), "budget": budget,
+                "tables": [{"title": t, "head": h, "rows": r} for t, h, r in tabs]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    failed = sum(summary["failed_rows"].values())
+    spent = sum(u["cost"] for u in usage.values())
+    tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage.values())
     lines = ["# QIMG-7 run", "", *notes, "", f"{summary['rows']} rows, {summary['questions']} questions; judge calls "
-             f"{summary['judge_calls']}, unparsed verdicts {summary['unparsed_verdicts']} (scored uncertain)."]
+             f"{summary['judge_calls']}, unparsed verdicts {summary['unparsed_verdicts']} (scored uncertain).",
+             "", f"Failed requests: {failed} method-rows left unscored "
+             + (", ".join(f"{m} {n}" for m, n in summary["failed_rows"].items() if n) or "(none)") + ".",
+             "", f"Usage: {tokens} tokens, cost {spent:.4f}" + (f" (budget {budget})" if budget else "") + "."]
     for title, head, rows in tabs:
         print_table(title, head, rows, left=("method",))
         lines += ["", f"## {title}", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -105,6 +167,8 @@ def bench_run(
     (out / "report.md").write_text("\n".join(lines) + "\n")
     for n in notes:
         console.print(f"[yellow]{n}[/yellow]")
+    if failed:
+        console.print(f"[yellow]{failed} method-rows failed (see summary.json 'failures'); the run completed[/yellow]")
     console.print(f"judged files under {out / 'evaluation'}; report {out / 'report.md'}")
 
 
@@ -169,7 +233,8 @@ def bench_judges(
 
 
 def bench_kappa(
-    human: Path = typer.Option(..., help="JSONL of {qid, regime, baseline, label} from a human annotator."),
+    human: Path = typer.Option(..., help="JSONL of {dataset, qid, regime, baseline, label} from a human "
+                               "annotator (dataset may be left out when the run holds one)."),
     run: Path = typer.Option(Path("runs/bench-run")),
     stack: str = typer.Option(None),
 ) -> None:
@@ -177,13 +242,18 @@ def bench_kappa(
     from mmaudit.rag.audits import cohen_kappa
     from mmaudit.rag.score import judged_rows
 
-    judged = {(str(r["qid"]), r["regime"], m): r["label"] for m, by in judged_rows(run, stack).items()
-              for rows in by.values() for r in rows}
+    judged = {(ds, str(r["qid"]), r["regime"], m): r["label"] for m, by in judged_rows(run, stack).items()
+              for ds, rows in by.items() for r in rows}
+    datasets = sorted({k[0] for k in judged})
     pairs = []
     for n, line in enumerate(human.read_text().splitlines(), 1):
         if line.strip():
             h = json.loads(line)
-            key = (str(h["qid"]), h["regime"], h["baseline"])
+            # keyed by (dataset, qid): released qids repeat across datasets
+            if "dataset" not in h and len(datasets) > 1:
+                raise typer.BadParameter(f"{human.name}:{n}: no 'dataset' field, and the run holds {datasets}")
+            ds = str(h.get("dataset", datasets[0] if datasets else "")).lower()
+            key = (ds, str(h["qid"]), h["regime"], h["baseline"])
             if key not in judged:
                 raise typer.BadParameter(f"{human.name}:{n}: no judged row for {key}")
             pairs.append((h["label"], judged[key]))

@@ -11,7 +11,37 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}
+Message = dict  # {"role": "system" | "user" | "assistant", "content": str | [OpenAI content parts]}
+
+
+class FailedReply(str):
+    """The reply to a request that failed for good (a non-retryable error, or retries spent): an empty
+    string that carries its ``reason``, so one bad request is counted for its row and the run goes on."""
+
+    reason: str
+
+    def __new__(cls, reason: str) -> FailedReply:
+        s = super().__new__(cls, "")
+        s.reason = reason
+        return s
+
+
+class BudgetExceeded(RuntimeError):
+    """The spending cap was reached; every finished call is cached, so a rerun resumes."""
+
+
+def text_content(content) -> str:
+    """The text of a message's content, whether a string or a list of OpenAI content parts."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict) and p.get("type") == "text")
+
+
+def image_parts(content) -> list[str]:
+    """The image URLs (data URLs) in a message's content."""
+    if isinstance(content, str):
+        return []
+    return [p["image_url"]["url"] for p in content or [] if isinstance(p, dict) and p.get("type") == "image_url"]
 
 
 @runtime_checkable

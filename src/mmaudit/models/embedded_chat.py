@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from mmaudit.models.chat import Message
+from mmaudit.models.chat import Message, text_content
 from mmaudit.models.openai_chat import Usage
 from mmaudit.store import RunStore, key_of
 
@@ -61,9 +61,12 @@ class EmbeddedChat:
     def request_key(self, messages: Sequence[Message], max_new_tokens: int) -> str:
         return key_of(kind="llm_call", model=self.name, messages=list(messages), max_new_tokens=max_new_tokens)
 
-    def chat_many(self, requests: list[Sequence[Message]], max_new_tokens: int | None = None) -> list[str]:
+    def chat_many(self, requests: list[Sequence[Message]], max_new_tokens: int | None = None,
+                  salts: Sequence[str] | None = None) -> list[str]:
+        """Replies in request order; a ``salt`` makes an otherwise identical request a call of its own."""
         n_new = max_new_tokens or self.max_new_tokens
-        keys = [self.request_key(m, n_new) for m in requests]
+        keys = [self.request_key(m, n_new) if not salt else key_of(base=self.request_key(m, n_new), salt=salt)
+                for m, salt in zip(requests, salts or [""] * len(requests))]
         have = {k: self.store.get(k) for k in keys} if self.store is not None else {}
         todo = {k: m for k, m in zip(keys, requests) if not have.get(k)}
         self.usage.cached += len(keys) - len(todo)
@@ -83,7 +86,9 @@ class EmbeddedChat:
         tok, model = self._load()
         if self.threads:
             torch.set_num_threads(self.threads)
-        texts = [tok.apply_chat_template(list(m), tokenize=False, add_generation_prompt=True) for m in requests]
+        # text only: image parts are dropped (the caller bridges images as OCR text, and says so)
+        plain = [[{"role": x["role"], "content": text_content(x["content"])} for x in m] for m in requests]
+        texts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in plain]
         enc = tok(texts, return_tensors="pt", padding=True, truncation=True, max_length=1536)
         with torch.no_grad():
             out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,

@@ -1,10 +1,13 @@
 """A minimal OpenAI-compatible chat server for tests and benchmarks: fixed latency, injected failures.
 
-Replies are a deterministic function of the messages (``echo:<hash>``).
-``fail_rate`` of the requests fail once each, as a 429, a 500 or a timeout
-(the server sleeps past the client's timeout); a retried request then
-succeeds. ``completed`` counts the 200 replies per request, so a test can
-check that no unique request was answered twice.
+Replies are a deterministic function of the messages (``echo:<hash>``), or of
+``answer(body)`` when given. ``fail_rate`` of the requests fail once each, as a
+429 (with ``Retry-After: retry_after`` when set), a 500 or a timeout (the
+server sleeps past the client's timeout); a retried request then succeeds.
+``reject(body) -> status | None`` fails chosen requests every time (a 400, say).
+``completed`` counts the 200 replies per request, so a test can check that no
+unique request was answered twice; ``bodies`` keeps every request body that
+arrived (to check what a client sent, images included).
 """
 
 from __future__ import annotations
@@ -14,9 +17,12 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
+
+from mmaudit.models.chat import text_content
 
 
 def reply_for(messages: list[dict]) -> str:
@@ -24,8 +30,13 @@ def reply_for(messages: list[dict]) -> str:
 
 
 class LocalChatServer:
-    def __init__(self, latency: float = 0.0, fail_rate: float = 0.0, seed: int = 0, stall: float = 3.0) -> None:
+    def __init__(self, latency: float = 0.0, fail_rate: float = 0.0, seed: int = 0, stall: float = 3.0,
+                 answer: Callable[[dict], str] | None = None, reject: Callable[[dict], int | None] | None = None,
+                 retry_after: float | None = None, kinds: tuple[str, ...] = ("429", "500", "timeout")) -> None:
         self.latency, self.fail_rate, self.stall = latency, fail_rate, stall
+        self.answer, self.reject, self.retry_after = answer, reject, retry_after
+        self.bodies: list[dict] = []
+        self.kinds = kinds
         self.rng = np.random.default_rng(seed)
         self.lock = threading.Lock()
         self.completed: Counter[str] = Counter()
@@ -41,21 +52,28 @@ class LocalChatServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 messages = body["messages"]
                 key = reply_for(messages)
+                status = server.reject(body) if server.reject else None
+                with server.lock:
+                    server.bodies.append(body)
+                if status:
+                    self._send(status, {"error": {"message": f"rejected with {status}"}})
+                    return
                 with server.lock:
                     first = key not in server.seen
                     server.seen.add(key)
                     fail = first and server.rng.random() < server.fail_rate
-                    kind = ("429", "500", "timeout")[int(server.rng.integers(3))] if fail else ""
+                    kind = server.kinds[int(server.rng.integers(len(server.kinds)))] if fail else ""
                 time.sleep(server.latency)
                 if kind:
                     with server.lock:
                         server.failed[kind] += 1
                     if kind == "timeout":
                         time.sleep(server.stall)
-                    self._send(429 if kind == "429" else 500, {"error": {"message": f"injected {kind}"}})
+                    wait = {"Retry-After": str(server.retry_after)} if kind == "429" and server.retry_after else {}
+                    self._send(429 if kind == "429" else 500, {"error": {"message": f"injected {kind}"}}, wait)
                     return
-                text = reply_for(messages)
-                words = sum(len(m["content"].split()) for m in messages)
+                text = server.answer(body) if server.answer else reply_for(messages)
+                words = sum(len(text_content(m["content"]).split()) for m in messages)
                 self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                  "choices": [{"index": 0, "finish_reason": "stop",
                                               "message": {"role": "assistant", "content": text}}],
@@ -64,10 +82,12 @@ class LocalChatServer:
                 with server.lock:
                     server.completed[key] += 1
 
-            def _send(self, status: int, payload: dict) -> None:
+            def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()

@@ -5,8 +5,12 @@ parameters) and its reply kept in a run store, so nothing is paid for twice
 and a killed run resumes: a second run over the same requests makes no calls.
 Calls run concurrently up to ``concurrency``; rate limits (429), server errors
 (5xx), timeouts and dropped connections are retried with exponential backoff
-(``retries`` times), other errors surface at once. Tokens and cost are counted
-per run (``usage``).
+(``retries`` times), waiting at least what a ``Retry-After`` header asks. A
+request that still fails, or fails with a non-retryable error (a 400), comes
+back as a :class:`FailedReply` (empty, with its reason; not cached, so a rerun
+tries again) and the other requests go on. Tokens and cost are counted per run
+(``usage``); with ``budget`` set, no request starts once the cost reached it,
+and the call raises :class:`BudgetExceeded` after the ones in flight finish.
 """
 
 from __future__ import annotations
@@ -18,10 +22,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mmaudit.models.chat import Message
+from mmaudit.models.chat import BudgetExceeded, FailedReply, Message
 from mmaudit.store import RunStore, key_of
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
+MAX_RETRY_AFTER = 120.0  # seconds: a server asking for longer is waited on for this long, then retried
+
+
+def retry_after(error) -> float | None:
+    """Seconds a ``Retry-After`` header (or ``retry-after-ms``) on the error's response asks to wait."""
+    headers = getattr(getattr(error, "response", None), "headers", None) or {}
+    try:
+        if headers.get("retry-after-ms") is not None:
+            return float(headers["retry-after-ms"]) / 1000
+        if headers.get("retry-after") is not None:
+            return float(headers["retry-after"])
+    except (TypeError, ValueError):
+        return None
+    return None
 
 
 @dataclass
@@ -32,6 +50,11 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float = 0.0
+    failed: int = 0  # requests that came back as FailedReply
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("calls", "cached", "retries", "failed", "prompt_tokens",
+                                              "completion_tokens", "cost")}
 
 
 @dataclass
@@ -47,12 +70,16 @@ class OpenAIChat:
     temperature: float = 0.0
     max_tokens: int | None = None
     price_per_1k: tuple[float, float] = (0.0, 0.0)  # (prompt, completion) in your currency
+    budget: float | None = None  # stop starting requests once usage.cost reaches this
     usage: Usage = field(default_factory=Usage)
+
+    takes_budget = True  # chat_many(requests, max_new_tokens=...) sets max_tokens per call
 
     def __post_init__(self) -> None:
         self.name = f"openai:{self.model}"
         self.store = RunStore(self.cache) if self.cache else None
         self._memory: dict[str, dict] = {}
+        self._failures: dict[str, str] = {}
 
     def _client(self):
         from openai import AsyncOpenAI
@@ -60,29 +87,40 @@ class OpenAIChat:
         key = os.environ.get(self.api_key_env) or "EMPTY"  # local servers accept any key
         return AsyncOpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0)
 
-    def request_key(self, messages: Sequence[Message]) -> str:
+    def request_key(self, messages: Sequence[Message], max_tokens: int | None = None, salt: str = "") -> str:
+        """The cache key: endpoint, model, messages (image bytes included, as data URLs), sampling, salt."""
         return key_of(kind="llm_call", base_url=self.base_url, model=self.model, messages=list(messages),
-                      temperature=self.temperature, max_tokens=self.max_tokens)
+                      temperature=self.temperature, max_tokens=max_tokens or self.max_tokens,
+                      **({"salt": salt} if salt else {}))
 
     def _cached(self, key: str) -> dict | None:
         return (self.store.get(key) if self.store is not None else None) or self._memory.get(key)
 
-    async def _one(self, client, sem: asyncio.Semaphore, messages: Sequence[Message], key: str) -> str:
+    async def _one(self, client, sem: asyncio.Semaphore, messages: Sequence[Message], key: str,
+                   max_tokens: int | None) -> str | None:
         from openai import APIConnectionError, APIStatusError, APITimeoutError
 
         async with sem:
+            if self.budget is not None and self.usage.cost >= self.budget:
+                return None  # not started: the budget is spent
+            limit = max_tokens or self.max_tokens
             for attempt in range(self.retries + 1):
                 try:
                     resp = await client.chat.completions.create(
                         model=self.model, messages=list(messages), temperature=self.temperature,
-                        **({"max_tokens": self.max_tokens} if self.max_tokens else {}))
+                        **({"max_tokens": limit} if limit else {}))
                     break
                 except (APITimeoutError, APIConnectionError, APIStatusError) as e:
                     status = getattr(e, "status_code", None)
                     if status is not None and status not in RETRYABLE_STATUS or attempt == self.retries:
-                        raise
+                        self.usage.failed += 1
+                        why = f"HTTP {status}" if status is not None else type(e).__name__
+                        self._failures[key] = f"{why}: {str(e)[:300]}"
+                        return FailedReply(self._failures[key])
                     self.usage.retries += 1
-                    await asyncio.sleep(self.backoff * 2**attempt * (0.5 + random.random()))
+                    wait = self.backoff * 2**attempt * (0.5 + random.random())
+                    asked = retry_after(e)
+                    await asyncio.sleep(min(MAX_RETRY_AFTER, max(wait, asked)) if asked is not None else wait)
         text = resp.choices[0].message.content or ""
         u = resp.usage
         rec = {"kind": "llm_call", "key": key, "model": self.model, "reply": text,
@@ -98,25 +136,34 @@ class OpenAIChat:
         self._memory[key] = rec
         return text
 
-    async def _many(self, requests: list[Sequence[Message]]) -> list[str]:
-        keys = [self.request_key(m) for m in requests]
+    async def _many(self, requests: list[Sequence[Message]], max_tokens: int | None,
+                    salts: Sequence[str]) -> list[str]:
+        keys = [self.request_key(m, max_tokens, salt) for m, salt in zip(requests, salts)]
         todo: dict[str, Sequence[Message]] = {}
         for k, m in zip(keys, requests):
             if self._cached(k) is None:
                 todo.setdefault(k, m)  # duplicates inside one batch are sent once
         self.usage.cached += len(keys) - len(todo)
+        stopped = False
         if todo:
             sem = asyncio.Semaphore(self.concurrency)
             client = self._client()
             try:
-                await asyncio.gather(*(self._one(client, sem, m, k) for k, m in todo.items()))
+                got = await asyncio.gather(*(self._one(client, sem, m, k, max_tokens) for k, m in todo.items()))
+                stopped = any(g is None for g in got)
             finally:
                 await client.close()
-        return [self._cached(k)["reply"] for k in keys]
+        if stopped:
+            raise BudgetExceeded(f"budget {self.budget} reached (cost {self.usage.cost:.4f}); finished calls are "
+                                 "cached: rerun to resume")
+        return [self._cached(k)["reply"] if self._cached(k) else FailedReply(self._failures.get(k, "failed"))
+                for k in keys]
 
-    def chat_many(self, requests: list[Sequence[Message]]) -> list[str]:
-        """Replies in request order; each unique request is sent at most once, ever (with a cache file)."""
-        return asyncio.run(self._many(requests))
+    def chat_many(self, requests: list[Sequence[Message]], max_new_tokens: int | None = None,
+                  salts: Sequence[str] | None = None) -> list[str]:
+        """Replies in request order; each unique request is sent at most once, ever (with a cache file).
+        A ``salt`` makes an otherwise identical request a call of its own (Parametric per row)."""
+        return asyncio.run(self._many(requests, max_new_tokens, list(salts or [""] * len(requests))))
 
     def chat(self, messages: Sequence[Message], **kwargs) -> str:
         return self.chat_many([messages])[0]

@@ -62,21 +62,21 @@ def atomic_audit(per: dict, clean: dict[tuple, list[dict]], chat, judge=None, pe
     chosen = sample_questions(per, per_dataset, seed)
     items = [(m, ds, r) for m, by in per.items() for ds, rows in by.items() for r in rows
              if (ds, str(r["qid"])) in chosen]
-    answers = sorted({(str(r["qid"]), r.get("question", ""), r["answer"]) for _, _, r in items})
-    decomposed = many(chat, [user(DECOMPOSE.format(question=q, answer=a)) for _, q, a in answers])
+    # keyed by (dataset, qid): released qids repeat across datasets, and each must meet its own evidence
+    answers = sorted({(ds, str(r["qid"]), r.get("question", ""), r["answer"]) for _, ds, r in items})
+    decomposed = many(chat, [user(DECOMPOSE.format(question=q, answer=a)) for _, _, q, a in answers])
     claims = {k: parse_claims(t) for k, t in zip(answers, decomposed)}
-    claim_jobs = sorted({(qid, c) for (qid, _, _), cl in claims.items() for c in cl})
-    question_of = {qid: q for qid, q, _ in answers}
-    ds_of = {str(r["qid"]): ds for _, ds, r in items}
-    raw = many(judge, [user(judge_prompt(question_of[qid], c, clean.get((ds_of[qid], qid), [])))
-                       for qid, c in claim_jobs])
+    claim_jobs = sorted({(ds, qid, c) for (ds, qid, _, _), cl in claims.items() for c in cl})
+    question_of = {(ds, qid): q for ds, qid, q, _ in answers}
+    raw = many(judge, [user(judge_prompt(question_of[(ds, qid)], c, clean.get((ds, qid), [])))
+                       for ds, qid, c in claim_jobs])
     claim_score = {job: ATOMIC_SCORES[parse_verdict(t)[0]] for job, t in zip(claim_jobs, raw)}
     scores: dict = defaultdict(lambda: defaultdict(list))
     empty = 0
     for m, ds, r in items:
-        cl = claims[(str(r["qid"]), r.get("question", ""), r["answer"])]
+        cl = claims[(ds, str(r["qid"]), r.get("question", ""), r["answer"])]
         empty += not cl
-        s = float(np.mean([claim_score[(str(r["qid"]), c)] for c in cl])) if cl else 0.0
+        s = float(np.mean([claim_score[(ds, str(r["qid"]), c)] for c in cl])) if cl else 0.0
         scores[m][(ds, str(r["qid"]))].append((r["regime"], s))
     return {"questions": len(chosen), "answers": len(answers), "claims": len(claim_jobs),
             "answers_without_claims": empty, "methods": _score_table(scores)}

@@ -58,10 +58,11 @@ STAGES = ("input", "no clean image evidence", "preprocessing validation", "no po
 
 @dataclass
 class BuildConfig:
-    family_seed: int = 42
+    family_seed: int = 42  # the family draw is seeded per dataset with it (D.3)
     seed: int = 0
     k_passages: int = 5
-    limit: int | None = None  # evaluation cap (questions kept, by qid order)
+    limit: int | dict[str, int] | None = None  # evaluation cap per dataset (D.4): N for every one, or per name
+    families: dict[tuple[str, str], list[str]] | None = None  # a fixed preassignment (dataset, qid) -> families
     polluter: Callable = field(default_factory=RulePolluter)  # RulePolluter or LLMPolluter
     ontopic: Callable | None = None  # OnTopic(); None skips the check (recorded in the summary)
     rewrite_editor: object | None = None  # None: the offline LocalRecolour
@@ -82,6 +83,42 @@ def describe(polluter) -> str:
     """A stable name for the store key (an LLM polluter by its model, a rule polluter by its class)."""
     model = getattr(polluter, "model", None)
     return f"llm:{model.name}:{getattr(polluter, 'retries', '')}" if model is not None else type(polluter).__name__
+
+
+def qid_order(qid: str) -> tuple:
+    """Dataset order of question ids: numeric ids as numbers (2 before 10), then any others by text."""
+    q = str(qid)
+    return (0, int(q), "") if q.isdigit() else (1, 0, q)
+
+
+def cap_of(limit: int | dict[str, int] | None, dataset: str) -> int | None:
+    """A dataset's evaluation cap: ``limit`` itself, or its entry by dataset name (case-insensitive)."""
+    if limit is None or isinstance(limit, int):
+        return limit
+    caps = {k.lower(): v for k, v in limit.items()}
+    return caps.get(dataset.lower())
+
+
+def read_families(path: Path) -> dict[tuple[str, str], list[str]]:
+    """A fixed family preassignment (AlpacaFact's release labels): CSV or JSONL rows of dataset, qid, passage
+    (0-based) and family; every family must be one of the four."""
+    import csv
+    import json
+
+    text = Path(path).read_text()
+    rows = [json.loads(x) for x in text.splitlines() if x.strip()] if path.suffix == ".jsonl" else \
+        list(csv.DictReader(text.splitlines()))
+    out: dict[tuple[str, str], dict[int, str]] = {}
+    for n, r in enumerate(rows, 1):
+        fam = str(r.get("family", "")).strip().title()
+        if fam not in TEXT_FAMILIES:
+            raise InputError(f"{path.name}:{n}", "family", f"{r.get('family')!r} is not one of {TEXT_FAMILIES}")
+        try:
+            key, idx = (str(r["dataset"]).lower(), str(r["qid"])), int(r["passage"])
+        except (KeyError, ValueError) as e:
+            raise InputError(f"{path.name}:{n}", "row", f"needs dataset, qid, passage: {e}") from None
+        out.setdefault(key, {})[idx] = fam
+    return {k: [v[i] for i in sorted(v)] for k, v in out.items()}
 
 
 def _false_fields(q: QuestionInput, polluted: list[TextEvidence]) -> tuple[str, str, str]:
@@ -146,12 +183,14 @@ class Builder:
                 rationales.append(res.rationale)
         caption, claim, target = _false_fields(q, polluted)
         img = q.images[image_idx]
-        if cfg.caption_model is not None:
+        if cfg.caption_model is not None:  # E.6: three false captions and the ANNOTATION line
             try:
-                captions, _ = llm_false_captions(cfg.caption_model, q.subject, [i.alt_text for i in q.images])
+                captions, annotation = llm_false_captions(cfg.caption_model, q.subject,
+                                                          [i.alt_text for i in q.images])
             except ValueError as e:
                 raise Drop("no polluted image evidence", f"caption_flip: {e}") from None
             caption = captions[0]
+            claim = q.false_claim or annotation  # the false image label is what the typography renders
         item = ImageItem(q.qid, q.question, q.subject, clean, img.alt_text, img.title, img.page_url, img.image_url)
         ctx = OpContext(donors=donors, false_claim=claim, false_caption=caption, false_target=target, seed=cfg.seed)
         ops = {
@@ -208,13 +247,35 @@ def _rows(q: QuestionInput, built: dict, start: int) -> list[RegimeRow]:
     return rows
 
 
+def preassign(valid: list, cfg: BuildConfig) -> dict[tuple[str, str], list[str]]:
+    """Each question's passage families, fixed before generation: from ``cfg.families`` where it has the
+    question, else drawn per dataset with its own generator seeded ``cfg.family_seed`` (D.3: seed 42),
+    passage by passage in dataset order."""
+    out: dict[tuple[str, str], list[str]] = {}
+    by_dataset: dict[str, list] = {}
+    for q, *_ in valid:
+        by_dataset.setdefault(q.dataset, []).append(q)
+    for ds, qs in by_dataset.items():
+        n = [min(len(q.passages), cfg.k_passages) for q in qs]
+        drawn = assign_families(sum(n), cfg.family_seed)
+        offset = 0
+        for q, k in zip(qs, n):
+            fixed = (cfg.families or {}).get((ds.lower(), str(q.qid)))
+            if fixed is not None and len(fixed) < k:
+                raise InputError(f"{ds}:{q.qid}", "families", f"{len(fixed)} preassigned families for {k} passages")
+            out[(q.dataset, q.qid)] = list(fixed[:k]) if fixed else drawn[offset : offset + k]
+            offset += k
+    return out
+
+
 def build_benchmark(inputs: list[QuestionInput | InputError], out: Path, cfg: BuildConfig,
                     progress: Callable[[str, int, int], None] | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     builder = Builder(out, cfg)
     drops: list[dict] = [{"qid": e.sample_id, "stage": "input", "reason": f"{e.field}: {e.reason}"}
                          for e in inputs if isinstance(e, InputError)]
-    questions = sorted((q for q in inputs if isinstance(q, QuestionInput)), key=lambda q: (q.dataset, q.qid))
+    questions = sorted((q for q in inputs if isinstance(q, QuestionInput)),
+                       key=lambda q: (q.dataset, qid_order(q.qid)))  # each dataset in its own order (D.4)
     valid: list[tuple[QuestionInput, int, np.ndarray, float | None]] = []
     for q in questions:
         try:
@@ -231,12 +292,16 @@ def build_benchmark(inputs: list[QuestionInput | InputError], out: Path, cfg: Bu
             drops.append({"qid": q.qid, "stage": d.stage, "reason": d.reason})
     donors = [ImageItem(q.qid, q.question, q.subject, px, q.images[i].alt_text, q.images[i].title,
                         q.images[i].page_url, q.images[i].image_url) for q, i, px, _ in valid]
-    n_passages = [min(len(q.passages), cfg.k_passages) for q, *_ in valid]
-    families = assign_families(sum(n_passages), cfg.family_seed)
+    families = preassign(valid, cfg)
     built: list[tuple[QuestionInput, dict]] = []
-    offset = 0
-    for n, ((q, idx, pixels, score), k) in enumerate(zip(valid, n_passages), 1):
-        fams, offset = families[offset : offset + k], offset + k
+    kept: Counter = Counter()
+    not_selected = 0
+    for n, (q, idx, pixels, score) in enumerate(valid, 1):
+        cap = cap_of(cfg.limit, q.dataset)
+        if cap is not None and kept[q.dataset] >= cap:  # the evaluation cap: usable but not selected
+            not_selected += 1
+            continue
+        fams = families[(q.dataset, q.qid)]
         key = key_of(kind="question", qid=q.qid, dataset=q.dataset, question=q.question, families=fams,
                      passages=[p.model_dump() for p in q.passages], seed=cfg.seed, polluter=describe(cfg.polluter),
                      image=hashlib.sha256(np.ascontiguousarray(pixels).tobytes()).hexdigest(),
@@ -253,10 +318,11 @@ def build_benchmark(inputs: list[QuestionInput | InputError], out: Path, cfg: Bu
             drops.append({"qid": q.qid, "stage": rec["stage"], "reason": rec["reason"]})
         else:
             built.append((q, rec["built"]))
+            kept[q.dataset] += 1
         if progress:
             progress("building questions", n, len(valid))
-    usable = len(built)
-    capped = built[: cfg.limit] if cfg.limit is not None else built
+    usable = len(built) + not_selected
+    capped = built
     by_dataset: dict[str, list[RegimeRow]] = {}
     pool: list[dict] = []
     for q, b in capped:

@@ -86,6 +86,8 @@ Answer to grade:
 {answer}
 Trusted reference evidence:
 {evidence}
+Trusted image metadata:
+{image}
 Label the answer: supported (its factual claims agree with the evidence), partially_supported (some claims agree, \
 some are not supported), uncertain (the evidence does not allow a decision), unsupported (its claims contradict \
 the evidence or are not supported by it).
@@ -132,6 +134,14 @@ def text_trust_prompt(view: dict) -> str:
     return TEXT_TRUST.format(question=view["question"], text=render_text(view["text_evidence"]))
 
 
-def judge_prompt(question: str, answer: str, clean_evidence: list[dict]) -> str:
-    """The blinded judge: the question, one answer, the trusted clean evidence; nothing else."""
-    return JUDGE_PROMPT.format(question=question, answer=answer, evidence=render_text(clean_evidence))
+def render_image(meta: dict | None) -> str:
+    if not meta:
+        return "(none)"
+    return f"title={meta.get('title', '')} alt_text={meta.get('alt_text', '')} page_url={meta.get('page_url', '')}"
+
+
+def judge_prompt(question: str, answer: str, clean_evidence: list[dict], clean_image: dict | None = None) -> str:
+    """The blinded judge (Table 12): the question, one answer, the trusted clean evidence (the question's clean
+    text and its clean image's metadata, never pixels); nothing else."""
+    return JUDGE_PROMPT.format(question=question, answer=answer, evidence=render_text(clean_evidence),
+                               image=render_image(clean_image))

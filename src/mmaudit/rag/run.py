@@ -16,30 +16,61 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from mmaudit.models.chat import FailedReply
 from mmaudit.rag import prompts, routers
 from mmaudit.rag.judge_labels import parse_verdict
 from mmaudit.rag.records import RegimeRow, read_rows
+from mmaudit.rag.release_out import write_release
 
 METHODS = ("parametric", "text_only", "full_mm", "answer_consensus", "self_check_gate", "triage_gate",
            "cascaded_router", "text_trust", "field_selector", "soft_conductor")
+BRANCH_METHODS = METHODS[:3]
+PARAMETRIC_MODES = ("per-row", "per-question")
+COMPONENTS = ("answer", "gate", "resolver", "judge")
+# New-token budgets per component. An endpoint's must let a valid answer through (a minimal E.3 resolver JSON is
+# ~104 tokens, a long-form answer several hundred); the embedded 135M model on 2 cores gets short ones.
+ENDPOINT_BUDGET = {"answer": 512, "gate": 256, "resolver": 768, "judge": 256}
+EMBEDDED_BUDGET = {"answer": 40, "gate": 24, "resolver": 48, "judge": 16}
 
 
-# New-token budgets per call type, for models that take one (the embedded one): JSON verdicts are short.
-BUDGET = {"answer": 40, "gate": 24, "resolver": 48, "judge": 16}
+@dataclass
+class BenchConfig:
+    """How a stack is run: what the Full-MM model is sent, token budgets, Parametric generation, evidence size."""
+
+    stack: str = "default"
+    limit: int | None = None
+    vision: bool = False  # Full-MM gets the image's pixels (a base64 data URL); else its OCR text
+    image_size: int = 768  # longest side of the image sent, in pixels (never upscaled)
+    image_detail: str = "auto"  # OpenAI's image detail ("auto", "low", "high"); "" leaves it out
+    parametric: str = "per-row"  # the paper: "generated independently per benchmark row"
+    budgets: dict = field(default_factory=lambda: dict(ENDPOINT_BUDGET))
+    passages: int | None = None  # evidence cut for a small model (None: the row's five passages, whole)
+    words: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.parametric not in PARAMETRIC_MODES:
+            raise ValueError(f"parametric must be one of {PARAMETRIC_MODES}, got {self.parametric!r}")
+        unknown = set(self.budgets) - set(COMPONENTS)
+        if unknown:
+            raise ValueError(f"unknown budget components {sorted(unknown)}; choose from {COMPONENTS}")
 
 
-def many(chat, requests: list[list[dict]], kind: str = "answer") -> list[str]:
+def many(chat, requests: list[list[dict]], budget: int | None = None, salts: list[str] | None = None) -> list[str]:
     """Batched/concurrent when the model can (cached either way), one by one otherwise."""
-    if getattr(chat, "takes_budget", False):
-        return chat.chat_many(requests, max_new_tokens=BUDGET[kind])
-    return chat.chat_many(requests) if hasattr(chat, "chat_many") else [chat.chat(m) for m in requests]
+    if not hasattr(chat, "chat_many"):
+        return [chat.chat(m) for m in requests]
+    kw: dict = {"salts": salts} if salts is not None else {}
+    if getattr(chat, "takes_budget", False) and budget:
+        kw["max_new_tokens"] = budget
+    return chat.chat_many(requests, **kw)
 
 
-def user(text: str) -> list[dict]:
-    return [{"role": "user", "content": text}]
+def user(content) -> list[dict]:
+    return [{"role": "user", "content": content}]
 
 
 def image_bridge(folder: Path) -> Callable[[str | None], str]:
@@ -57,6 +88,30 @@ def image_bridge(folder: Path) -> Callable[[str | None], str]:
             return " | ".join(ln.text for ln in read_lines(np.asarray(im.convert("RGB"))))
 
     return bridge
+
+
+def image_data_url(folder: Path, size: int) -> Callable[[str | None], str | None]:
+    """Image -> a PNG data URL, its longest side at most ``size`` pixels; None where it cannot be loaded."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    @cache
+    def url(path: str | None) -> str | None:
+        if not path:
+            return None
+        try:
+            with Image.open(folder / path) as im:
+                im = im.convert("RGB")
+                im.thumbnail((size, size), Image.Resampling.LANCZOS)
+                buf = io.BytesIO()
+                im.save(buf, format="PNG")
+        except (OSError, ValueError, Image.DecompressionBombError):
+            return None
+        return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+    return url
 
 
 def load_rows(folder: Path, limit: int | None = None) -> list[RegimeRow]:
@@ -77,13 +132,19 @@ def compact(view: dict, passages: int | None, words: int | None) -> dict:
     return view | {"text_evidence": ev}
 
 
-def run_bench(folder: Path, chat, out: Path, judge=None, stack: str = "default", limit: int | None = None,
-              vision: bool = False, progress: Callable[[str, int, int], None] | None = None,
-              passages: int | None = None, words: int | None = None) -> dict:
+def failure(*replies: str) -> str | None:
+    """The reason of the first failed request among ``replies`` (None when all came back)."""
+    return next((r.reason for r in replies if isinstance(r, FailedReply)), None)
+
+
+def run_bench(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | None = None,
+              progress: Callable[[str, int, int], None] | None = None) -> dict:
+    cfg = cfg or BenchConfig()
     judge = judge or chat
-    rows = load_rows(folder, limit)
-    views = [compact(r.model_view(), passages, words) for r in rows]
-    bridge = image_bridge(folder)
+    rows = load_rows(folder, cfg.limit)
+    views = [compact(r.model_view(), cfg.passages, cfg.words) for r in rows]
+    bridge, data_url = image_bridge(folder), image_data_url(folder, cfg.image_size)
+    budget = cfg.budgets
     step = 0
 
     def tick(label: str) -> None:
@@ -92,61 +153,98 @@ def run_bench(folder: Path, chat, out: Path, judge=None, stack: str = "default",
         if progress:
             progress("bench run", step, 7)
 
-    def full_mm(v: dict) -> str:
+    def full_mm(v: dict):
+        """Full-MM's content: the prompt and, with vision, the image's pixels (Table 12: 'if loadable')."""
         text, path = prompts.branch_prompt(v, "FULL_MM")
-        if not vision:  # a text-only model gets the image as its OCR text (said in the report)
-            text += f"\nimage text (OCR): {bridge(path) or '(none)'}"
-        return text
+        if not cfg.vision:  # a text-only model gets the image as its OCR text (said in the report)
+            return text + f"\nimage text (OCR): {bridge(path) or '(none)'}"
+        url = data_url(path)
+        if url is None:
+            return text
+        image = {"url": url} | ({"detail": cfg.image_detail} if cfg.image_detail else {})
+        return [{"type": "text", "text": text}, {"type": "image_url", "image_url": image}]
 
-    par = many(chat, [user(prompts.branch_prompt(v, "PARAMETRIC")[0]) for v in views])
-    txt = many(chat, [user(prompts.branch_prompt(v, "TEXT_ONLY")[0]) for v in views])
-    mm = many(chat, [user(full_mm(v)) for v in views])
+    par_salts = [f"{r.dataset}:{r.row_id}" for r in rows] if cfg.parametric == "per-row" else None
+    par = many(chat, [user(prompts.branch_prompt(v, "PARAMETRIC")[0]) for v in views], budget.get("answer"),
+               par_salts)
+    txt = many(chat, [user(prompts.branch_prompt(v, "TEXT_ONLY")[0]) for v in views], budget.get("answer"))
+    mm_content = [full_mm(v) for v in views]
+    mm = many(chat, [user(c) for c in mm_content], budget.get("answer"))
     tick("branches")
-    checks = many(chat, [user(prompts.self_check_prompt(v)) for v in views], "gate")
-    triages = many(chat, [user(prompts.triage_prompt(v)) for v in views], "gate")
+    checks = many(chat, [user(prompts.self_check_prompt(v)) for v in views], budget.get("gate"))
+    triages = many(chat, [user(prompts.triage_prompt(v)) for v in views], budget.get("gate"))
     tick("gates")
     unique_text = {}
     for v in views:
         unique_text.setdefault(json.dumps([v["question"], v["text_evidence"]]), v)
     tt = dict(zip(unique_text, many(chat, [user(prompts.text_trust_prompt(v)) for v in unique_text.values()],
-                                    "gate")))
+                                    budget.get("gate"))))
     tick("text trust")
     resolver = many(chat, [user(prompts.resolver_prompt(v, p, t, m)) for v, p, t, m in zip(views, par, txt, mm)],
-                    "resolver")
+                    budget.get("resolver"))
     tick("resolver")
     decisions: dict[str, list[routers.Routed]] = defaultdict(list)
+    errors: dict[str, list[str | None]] = defaultdict(list)
     for i, v in enumerate(views):
         c = routers.Candidates(par[i], txt[i], mm[i])
         key = json.dumps([v["question"], v["text_evidence"]])
-        for name, r in (("parametric", routers.Routed(par[i], "FALLBACK")),
-                        ("text_only", routers.Routed(txt[i], "TEXT_ONLY")),
-                        ("full_mm", routers.Routed(mm[i], "FULL_MM")),
-                        ("answer_consensus", routers.answer_consensus(c)),
-                        ("self_check_gate", routers.self_check_gate(c, checks[i])),
-                        ("triage_gate", routers.triage_gate(c, triages[i])),
-                        ("cascaded_router", routers.cascaded_router(c, checks[i], triages[i])),
-                        ("text_trust", routers.text_trust(c, tt[key])),
-                        ("field_selector", routers.field_selector(c, resolver[i])),
-                        ("soft_conductor", routers.soft_conductor(c, resolver[i], checks[i]))):
+        branches = (par[i], txt[i], mm[i])
+        for name, r, used in (("parametric", routers.Routed(par[i], "FALLBACK"), (par[i],)),
+                              ("text_only", routers.Routed(txt[i], "TEXT_ONLY"), (txt[i],)),
+                              ("full_mm", routers.Routed(mm[i], "FULL_MM"), (mm[i],)),
+                              ("answer_consensus", routers.answer_consensus(c), branches),
+                              ("self_check_gate", routers.self_check_gate(c, checks[i]), (checks[i], *branches)),
+                              ("triage_gate", routers.triage_gate(c, triages[i]), (triages[i], *branches)),
+                              ("cascaded_router", routers.cascaded_router(c, checks[i], triages[i]),
+                               (checks[i], triages[i], *branches)),
+                              ("text_trust", routers.text_trust(c, tt[key]), (tt[key], *branches)),
+                              ("field_selector", routers.field_selector(c, resolver[i]), (resolver[i], *branches)),
+                              ("soft_conductor", routers.soft_conductor(c, resolver[i], checks[i]),
+                               (resolver[i], checks[i], *branches))):
             decisions[name].append(r)
+            errors[name].append(failure(*used))
     tick("routing")
-    clean = {(r.dataset, str(r.qid)): compact(r.model_view(), passages, words)["text_evidence"]
-             for r in rows if r.regime == "TC_IC"}
+    clean = {(r.dataset, str(r.qid)): clean_evidence(r, cfg) for r in rows if r.regime == "TC_IC"}
     pairs = sorted({(r.dataset, str(r.qid), r.question, d.answer) for m in METHODS
-                    for r, d in zip(rows, decisions[m])})
-    verdict_raw = many(judge, [user(prompts.judge_prompt(q, a, clean.get((ds, qid), []))) for ds, qid, q, a in pairs],
-                       "judge")
+                    for r, d, e in zip(rows, decisions[m], errors[m]) if e is None})
+    verdict_raw = many(judge, [user(prompts.judge_prompt(q, a, *clean.get((ds, qid), ([], None))))
+                               for ds, qid, q, a in pairs], budget.get("judge"))
     verdicts = {p: parse_verdict(raw) + (raw,) for p, raw in zip(pairs, verdict_raw)}
+    judge_failed = {p: raw.reason for p, raw in zip(pairs, verdict_raw) if isinstance(raw, FailedReply)}
+    for m in METHODS:  # a failed verdict fails the rows it grades
+        errors[m] = [e or judge_failed.get((r.dataset, str(r.qid), r.question, d.answer))
+                     for r, d, e in zip(rows, decisions[m], errors[m])]
     tick("judge")
-    written = write_judged(rows, decisions, verdicts, out, stack)
+    model_name = getattr(chat, "name", "")
+    written = write_judged(rows, decisions, verdicts, errors, out, cfg.stack)
+    written += write_release(rows, decisions, errors, checks, resolver, out, cfg.stack, model_name)
     tick("write")
+    sent_images = sum(isinstance(c, list) for c in mm_content)
     return {"rows": len(rows), "questions": len({(r.dataset, str(r.qid)) for r in rows}), "files": written,
-            "evidence": {"passages": passages, "words": words},
+            "evidence": {"passages": cfg.passages, "words": cfg.words},
+            "full_mm_input": ("pixels" if cfg.vision else "OCR text (text-only model)"),
+            "images_sent": sent_images, "images_unloadable": len(rows) - sent_images if cfg.vision else 0,
+            "image_size": cfg.image_size if cfg.vision else None, "parametric": cfg.parametric,
+            "parametric_requests": len(set(par_salts)) if par_salts else len({json.dumps(v["question"])
+                                                                                for v in views}),
+            "budgets": budget,
             "judge_calls": len(pairs), "unparsed_verdicts": sum(not v[2] for v in verdicts.values()),
-            "unparsed_decisions": {m: sum(not d.parsed for d in decisions[m]) for m in METHODS}}
+            "unparsed_decisions": {m: sum(not d.parsed for d in decisions[m]) for m in METHODS},
+            "failed_rows": {m: sum(e is not None for e in errors[m]) for m in METHODS},
+            "failures": sorted({e for m in METHODS for e in errors[m] if e})[:20]}
 
 
-def write_judged(rows: Sequence[RegimeRow], decisions: dict, verdicts: dict, out: Path, stack: str) -> list[str]:
+def clean_evidence(row: RegimeRow, cfg: BenchConfig) -> tuple[list[dict], dict]:
+    """The judge's trusted evidence (Table 12): the question's clean text and its clean image's metadata."""
+    view = compact(row.model_view(), cfg.passages, cfg.words)
+    im = view["image"]
+    return view["text_evidence"], {"title": im["title"], "alt_text": im["alt_text"], "page_url": im["page_url"]}
+
+
+def write_judged(rows: Sequence[RegimeRow], decisions: dict, verdicts: dict, errors: dict, out: Path,
+                 stack: str) -> list[str]:
+    """``evaluation/judged/<stack>/<dataset>/<method>_<n>.judged.jsonl``; a row whose requests failed keeps its
+    ``error`` and no label (scoring leaves it out and counts it)."""
     files = []
     by_dataset: dict[str, list[int]] = defaultdict(list)
     for i, r in enumerate(rows):
@@ -158,13 +256,17 @@ def write_judged(rows: Sequence[RegimeRow], decisions: dict, verdicts: dict, out
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w") as f:
                 for i in idx:
-                    r, d = rows[i], decisions[m][i]
-                    label, score, parsed, raw = verdicts[(r.dataset, str(r.qid), r.question, d.answer)]
+                    r, d, err = rows[i], decisions[m][i], errors[m][i]
+                    label, score, parsed, raw = verdicts.get((r.dataset, str(r.qid), r.question, d.answer),
+                                                             (None, None, False, ""))
+                    if err is not None:
+                        label, score, parsed, raw = None, None, False, ""
                     f.write(json.dumps({"row_id": r.row_id, "qid": r.qid, "dataset": r.dataset, "regime": r.regime,
                                         "question": r.question,
                                         "image_pollution_type": r.image_pollution_type, "baseline": m,
                                         "answer": d.answer, "route": d.route, "decision_raw": d.raw,
                                         "decision_parsed": d.parsed, "label": label, "score": score,
-                                        "judge_parsed": parsed, "judge_raw": raw}) + "\n")
+                                        "judge_parsed": parsed, "judge_raw": raw}
+                                       | ({"error": err} if err is not None else {})) + "\n")
             files.append(str(path))
     return files

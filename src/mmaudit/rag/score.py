@@ -62,6 +62,8 @@ def load_rows(files: list[Path]) -> dict[str, list[dict]]:
             for key in ("qid", "regime", "baseline"):
                 if key not in row:
                     raise InputError(where, key, "missing")
+            if row.get("error"):  # its requests failed: no verdict to score (the run counts and reports it)
+                continue
             row["_score"] = row_score(row, where)
             by_method[row["baseline"]].append(row)
     return by_method

@@ -26,13 +26,16 @@ def attack_family(per: dict[str, dict[str, list[dict]]]) -> dict[str, dict[str, 
 
 
 def channel_isolation(per: dict[str, dict[str, list[dict]]]) -> dict[str, dict[str, float]]:
-    """TC_IC, TC_IP (mean of the seven), TP_IC, TP_IP per method (Table 15)."""
+    """Table 15 (G.4): TC_IC, TC_IP (mean of the seven attacks), TP_IC, TP_IP per method, and the two effects:
+    image effect = TC_IC - mean TC_IP, text effect = TC_IC - TP_IC (from unrounded scores)."""
     out = {}
     for m, by in per.items():
         cells = {}
         for name, test in (("TC_IC", lambda g: g == "TC_IC"), ("TC_IP", lambda g: g.startswith("TC_IP")),
                            ("TP_IC", lambda g: g == "TP_IC"), ("TP_IP", lambda g: g.startswith("TP_IP"))):
             cells[name] = _macro({ds: [r["_score"] for r in rows if test(r["regime"])] for ds, rows in by.items()})
+        cells["image_effect"] = cells["TC_IC"] - cells["TC_IP"]
+        cells["text_effect"] = cells["TC_IC"] - cells["TP_IC"]
         out[m] = cells
     return out
 
@@ -50,17 +53,38 @@ def decisions(per: dict[str, dict[str, list[dict]]]) -> dict[str, dict[str, dict
     return out
 
 
-def route_accuracy(per: dict[str, dict[str, list[dict]]]) -> dict[str, float]:
-    """Share of rows where a method's answer scores as high as the best of the three branches (the oracle)."""
-    best: dict[tuple, float] = {}
-    for m in BRANCH_METHODS:
-        for rows in per.get(m, {}).values():
+def route_branch(route: str) -> str | None:
+    """The branch a router's route answers from; None for a composed answer (never an oracle branch)."""
+    r = str(route).split(":")[-1]
+    return {"FALLBACK": "parametric", "PARAMETRIC": "parametric", "TEXT_ONLY": "text_only",
+            "FULL_MM": "full_mm"}.get(r)
+
+
+def route_accuracy(per: dict[str, dict[str, list[dict]]], ties: str = "any") -> dict[str, dict[str, float]]:
+    """G.10: share of rows whose route is the oracle's branch, per dataset and macro ("overall").
+
+    The oracle takes the highest-scoring of the Parametric, Text-only and Full-MM answers of the row; where
+    several tie at the best score, ``ties="any"`` accepts any of them, ``"first"`` only the first in that order.
+    Branch methods themselves are left out (their route is their branch by definition)."""
+    if ties not in ("any", "first"):
+        raise ValueError(f"ties must be 'any' or 'first', got {ties!r}")
+    scores: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for b in BRANCH_METHODS:
+        for ds, rows in per.get(b, {}).items():
             for r in rows:
-                k = (r.get("dataset"), str(r["qid"]), r["regime"])
-                best[k] = max(best.get(k, -1.0), r["_score"])
+                scores[(ds, str(r["qid"]), r["regime"])][b] = r["_score"]
+    oracle: dict[tuple, set[str]] = {}
+    for k, s in scores.items():
+        if len(s) == len(BRANCH_METHODS):
+            best = max(s.values())
+            tied = [b for b in BRANCH_METHODS if s[b] == best]
+            oracle[k] = set(tied) if ties == "any" else {tied[0]}
     out = {}
     for m, by in per.items():
-        hits = [r["_score"] >= best[(r.get("dataset"), str(r["qid"]), r["regime"])]
-                for rows in by.values() for r in rows if (r.get("dataset"), str(r["qid"]), r["regime"]) in best]
-        out[m] = float(np.mean(hits)) if hits else float("nan")
+        if m in BRANCH_METHODS:
+            continue
+        per_ds = {ds: [route_branch(r.get("route", "")) in oracle[(ds, str(r["qid"]), r["regime"])]
+                       for r in rows if (ds, str(r["qid"]), r["regime"]) in oracle] for ds, rows in by.items()}
+        cells = {ds: float(np.mean(v)) if v else float("nan") for ds, v in per_ds.items()}
+        out[m] = cells | {"overall": _macro({ds: [float(x) for x in v] for ds, v in per_ds.items()})}
     return out

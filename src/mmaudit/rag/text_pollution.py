@@ -106,17 +106,35 @@ _PROPER = re.compile(r"\b([A-Z][a-z]{2,})\b")
 SUBSTITUTES = {"oxygen": "nitrogen", "glucose": "starch", "carbon dioxide": "methane", "water": "ammonia",
                "first": "third", "largest": "smallest", "longest": "shortest", "north": "south", "east": "west",
                "won": "lost", "before": "after", "cheaper": "costlier", "iron": "steel", "plants": "fungi",
-               "light": "heat", "men's": "women's", "orange": "green", "suspension": "cantilever"}
+               "light": "heat", "men's": "women's", "orange": "green", "suspension": "cantilever",
+               "chloroplasts": "mitochondria", "chlorophyll": "carotene", "oil-based": "water-based",
+               "metal": "wooden"}
 SWAPS = ["Lisbon", "Osaka", "Toronto", "Marseille", "Dresden", "Valencia", "Geneva", "Adelaide", "Bergen", "Porto"]
+
+
+CONCRETE = ("year", "number", "name", "term")  # what counts as a concrete fact altered (not a framing sentence)
+MIN_FACTS = 2  # E.7: "Alter at least two concrete facts"
 
 
 @dataclass
 class RulePolluter:
-    """Offline, deterministic: numbers and years shift, capitalised names are swapped, claims are reframed."""
+    """Offline, deterministic: numbers and years shift, capitalised names are swapped, key terms are replaced,
+    claims are reframed by family. At least ``min_facts`` concrete facts must change (E.7's "at least two"):
+    a passage with fewer gets a second, wider pass (sentence-initial names, more terms), and if that still
+    falls short the passage fails with the count, and the builder drops its question with that reason."""
 
     swaps: list[str] = field(default_factory=lambda: list(SWAPS))
+    min_facts: int = MIN_FACTS
 
     def __call__(self, question: str, title: str, passage: str, family: str) -> Pollution:
+        for attempt, wide in enumerate((False, True), 1):
+            text, changes = self._rewrite(question, passage, family, wide)
+            facts = sum(c.split(" ", 1)[0] in CONCRETE for c in changes)
+            if facts >= self.min_facts and text != passage:
+                return Pollution(family, text, f"{family} (rules): " + ", ".join(changes), "rules", attempt)
+        raise PollutionFailed(f"only {facts} concrete fact(s) to alter (at least {self.min_facts} needed)")
+
+    def _rewrite(self, question: str, passage: str, family: str, wide: bool) -> tuple[str, list[str]]:
         rng = np.random.default_rng(zlib.crc32(f"{question}|{passage}|{family}".encode()))
         text, changes = passage, []
 
@@ -131,6 +149,8 @@ class RulePolluter:
                 return old
             digits = old.replace(",", "").split(".")[0]
             new = str(max(1, int(int(digits) * float(rng.choice([0.5, 0.7, 1.4, 2.0, 3.0])))))
+            if new == digits:
+                new = str(int(digits) + 1)
             changes.append(f"number {old}->{new}")
             return new
 
@@ -139,12 +159,12 @@ class RulePolluter:
         question_words = set(re.findall(r"[A-Za-z]+", question))
         names = [n for n in dict.fromkeys(_PROPER.findall(text)) if n not in question_words and n not in self.swaps]
         first_words = {m.group(1) for m in re.finditer(r"(?:^|[.!?]\s+)([A-Z][a-z]+)", passage)}
-        for name in [n for n in names if n not in first_words][:2]:
+        for name in [n for n in names if wide or n not in first_words][: 4 if wide else 2]:
             new = self.swaps[int(rng.integers(len(self.swaps)))]
             text = re.sub(rf"\b{name}\b", new, text)
             changes.append(f"name {name}->{new}")
         for word, new in SUBSTITUTES.items():
-            if len([c for c in changes if c.startswith("term")]) >= 2:
+            if len([c for c in changes if c.startswith("term")]) >= (4 if wide else 2):
                 break
             pattern = re.compile(rf"\b{re.escape(word)}\b", re.IGNORECASE)
             if pattern.search(text):
@@ -161,6 +181,4 @@ class RulePolluter:
                    "the Global Survey Council"][int(rng.integers(3))]
             text = text.rstrip(".") + f", according to a later assessment by {org}."
             changes.append(f"fabricated source {org}")
-        if text == passage or len(changes) < 1:
-            raise PollutionFailed("no concrete fact to alter in the passage")
-        return Pollution(family, text, f"{family} (rules): " + ", ".join(changes), "rules")
+        return text, changes

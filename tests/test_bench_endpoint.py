@@ -1,0 +1,168 @@
+"""`bench run` against a recording OpenAI-compatible server: pixels reach Full-MM and nothing else, the judge's
+trusted evidence, Parametric per row, one bad request, usage, cost and budget, the release files; G.4 and G.10."""
+
+import base64
+import hashlib
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from mmaudit.rag.build import BuildConfig, build_benchmark
+from mmaudit.rag.mini import mini_inputs
+from mmaudit.rag.run import BenchConfig, load_rows, run_bench
+
+pytest.importorskip("openai")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from mmaudit.cli import app  # noqa: E402
+from mmaudit.models.chat import image_parts, text_content  # noqa: E402
+from mmaudit.models.local_server import LocalChatServer  # noqa: E402
+from mmaudit.models.openai_chat import OpenAIChat  # noqa: E402
+
+FULL_MM = "Retrieved image evidence:\ntitle="  # only the Full-MM branch renders the image's metadata there
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bench")
+    build_benchmark(mini_inputs()[:2], folder, BuildConfig(patch_steps=3, style_steps=3))
+    return folder
+
+
+def pixels_of(url: str) -> str:
+    data = base64.b64decode(url.split(",", 1)[1])
+    return hashlib.sha256(np.asarray(Image.open(io.BytesIO(data)).convert("RGB")).tobytes()).hexdigest()
+
+
+def test_full_mm_sends_pixels_and_nothing_else_does(mini, tmp_path):
+    rows = load_rows(mini)
+    with LocalChatServer() as srv:
+        chat = OpenAIChat("vlm", base_url=srv.base_url, cache=tmp_path / "calls.jsonl", concurrency=8)
+        s = run_bench(mini, chat, tmp_path, cfg=BenchConfig(stack="v", vision=True, image_size=64))
+    bodies = [b for b in srv.bodies]
+    content = [b["messages"][-1]["content"] for b in bodies]
+    with_images = [c for c in content if image_parts(c)]
+    assert with_images and all(FULL_MM in text_content(c) for c in with_images)
+    assert not any(image_parts(c) for c in content if FULL_MM not in text_content(c))  # gates, resolver, judge
+    assert s["images_sent"] == len(rows) and s["full_mm_input"] == "pixels"
+    for qid in {r.qid for r in rows}:
+        mine = [r for r in rows if r.qid == qid]
+        variants = set()
+        for r in mine:
+            with Image.open(mini / r.image_evidence.local_path) as im:
+                variants.add(hashlib.sha256(np.asarray(im.convert("RGB")).tobytes()).hexdigest())
+        sent = {image_parts(c)[0] for c in with_images if mine[0].question in text_content(c)}
+        assert len(sent) == len(variants) >= 6  # one image per distinct pixel variant of the question
+        by_regime = {r.regime: r for r in mine}
+        flip, clean = by_regime["TC_IP_caption_flip"], by_regime["TC_IC"]
+        flip_urls = {image_parts(c)[0] for c in with_images if flip.image_evidence.alt_text in text_content(c)
+                     and mine[0].question in text_content(c)}
+        clean_urls = {image_parts(c)[0] for c in with_images if clean.image_evidence.alt_text in text_content(c)
+                      and mine[0].question in text_content(c)}
+        assert {pixels_of(u) for u in flip_urls} & {pixels_of(u) for u in clean_urls}  # caption flip: same pixels
+        patch = [image_parts(c)[0] for c in with_images if mine[0].question in text_content(c)]
+        assert max(Image.open(io.BytesIO(base64.b64decode(u.split(",", 1)[1]))).size[0] for u in patch) <= 64
+
+
+def test_the_judge_sees_clean_text_and_clean_image_metadata_only(mini, tmp_path):
+    rows = load_rows(mini)
+    with LocalChatServer() as srv:
+        run_bench(mini, OpenAIChat("m", base_url=srv.base_url), tmp_path, cfg=BenchConfig(stack="j"))
+    judge = [text_content(b["messages"][-1]["content"]) for b in srv.bodies
+             if text_content(b["messages"][-1]["content"]).startswith("You are grading")]
+    clean = {r.qid: r for r in rows if r.regime == "TC_IC"}
+    polluted_alt = {r.image_evidence.alt_text for r in rows if r.regime.endswith("caption_flip")}
+    for p in judge:
+        r = next(c for c in clean.values() if c.question in p)
+        im = r.image_evidence
+        assert f"title={im.title} alt_text={im.alt_text} page_url={im.page_url}" in p
+        assert all(t.snippet in p for t in r.text_evidence)
+        assert not any(a in p for a in polluted_alt - {im.alt_text})
+        assert "data:image" not in p
+
+
+def test_parametric_per_row_makes_one_request_per_row(mini, tmp_path):
+    rows = load_rows(mini)
+    counts = {}
+    for mode in ("per-row", "per-question"):
+        with LocalChatServer() as srv:
+            s = run_bench(mini, OpenAIChat("m", base_url=srv.base_url), tmp_path / mode,
+                          cfg=BenchConfig(stack=mode, parametric=mode))
+        counts[mode] = sum("Retrieved text evidence:\n(none)" in text_content(b["messages"][-1]["content"])
+                           for b in srv.bodies)
+        assert s["parametric"] == mode
+    assert counts == {"per-row": len(rows), "per-question": len({r.qid for r in rows})}
+
+
+def test_one_bad_request_fails_its_rows_and_the_run_completes(mini, tmp_path):
+    rows = load_rows(mini)
+    bad = next(r for r in rows if r.regime == "TP_IP_image_blend")
+
+    def reject(body):
+        p = text_content(body["messages"][-1]["content"])
+        return 400 if p.startswith("You are a retrieval trust gate") and "Decide how" in p and \
+            bad.text_evidence[0].snippet in p and bad.image_evidence.alt_text in p else None
+
+    with LocalChatServer(reject=reject) as srv:
+        res = CliRunner().invoke(app, ["bench", "run", "--folder", str(mini), "--out", str(tmp_path),
+                                       "--endpoint", srv.base_url, "--model", "m", "--n-boot", "50",
+                                       "--price", "0.5,1.5"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    failed = summary["failed_rows"]
+    assert failed["triage_gate"] >= 1 and failed["cascaded_router"] == failed["triage_gate"]
+    assert failed["field_selector"] == 0 and failed["parametric"] == 0
+    assert any("HTTP 400" in f for f in summary["failures"])
+    u = summary["usage"]["answer_model"]
+    assert u["failed"] >= 1 and u["prompt_tokens"] > 0
+    assert u["cost"] == pytest.approx((u["prompt_tokens"] * 0.5 + u["completion_tokens"] * 1.5) / 1000)
+    judged = [json.loads(x) for x in next((tmp_path / "evaluation" / "judged").rglob("triage_gate_*.jsonl"))
+              .read_text().splitlines()]
+    assert sum(bool(r.get("error")) for r in judged) == failed["triage_gate"]
+    assert "Failed requests" in (tmp_path / "report.md").read_text()
+    for kind in ("predictions", "choices"):
+        assert list((tmp_path / "evaluation" / kind).rglob("field_selector_*.jsonl"))
+    choice = json.loads(next((tmp_path / "evaluation" / "choices").rglob("soft_conductor_*.jsonl"))
+                        .read_text().splitlines()[0])
+    assert {"selfcheck_decision", "resolver_decision", "text_reliability", "final_decision",
+            "chosen_source"} <= set(choice)
+
+
+def test_budget_stops_the_run_and_a_rerun_resumes(mini, tmp_path):
+    args = ["bench", "run", "--folder", str(mini), "--out", str(tmp_path), "--model", "m", "--n-boot", "20",
+            "--price", "10,10"]
+    with LocalChatServer() as srv:
+        stopped = CliRunner().invoke(app, [*args, "--endpoint", srv.base_url, "--budget", "0.5",
+                                           "--concurrency", "1"])
+        assert stopped.exit_code == 3 and "rerun to resume" in stopped.output
+        first = len(srv.bodies)
+        done = CliRunner().invoke(app, [*args, "--endpoint", srv.base_url])
+        assert done.exit_code == 0, done.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["usage"]["answer_model"]["cached"] >= first - 1  # what the stopped run paid for is reused
+
+
+def test_channel_isolation_and_route_accuracy_by_hand():
+    from mmaudit.rag.tables import channel_isolation, route_accuracy
+
+    def row(regime, score, route="", qid=1):
+        return {"qid": qid, "regime": regime, "_score": score, "route": route}
+
+    per = {"full_mm": {"d": [row("TC_IC", 1.0), row("TC_IP_blend", 0.5), row("TC_IP_patch", 0.0),
+                             row("TP_IC", 0.25)]}}
+    ch = channel_isolation(per)["full_mm"]
+    assert ch["TC_IP"] == 0.25 and ch["image_effect"] == 0.75 and ch["text_effect"] == 0.75
+    # two rows: branches score (P, T, M) = (1, 0, 0) and (0.5, 0.5, 0); a router that answers T then P
+    branches = {"parametric": [1.0, 0.5], "text_only": [0.0, 0.5], "full_mm": [0.0, 0.0]}
+    per = {b: {"d": [row("TC_IC", v[0]), row("TP_IC", v[1])]} for b, v in branches.items()}
+    per["router"] = {"d": [row("TC_IC", 0.0, "TEXT_ONLY"), row("TP_IC", 0.5, "FALLBACK")]}
+    per["composer"] = {"d": [row("TC_IC", 1.0, "COMPOSE"), row("TP_IC", 0.5, "CONSENSUS:TEXT_ONLY")]}
+    ra = route_accuracy(per)
+    assert ra["router"] == {"d": 0.5, "overall": 0.5}  # row 1 misses the oracle (P); row 2 ties P/T: P counts
+    assert ra["composer"]["d"] == 0.5  # a composed answer is never the oracle's branch
+    assert route_accuracy(per, ties="first")["composer"]["d"] == 0.0  # tie broken to Parametric: T misses
+    assert "parametric" not in ra
