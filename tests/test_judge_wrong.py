@@ -63,3 +63,21 @@ def test_first_divergence():
     assert first_divergence([5, 6], [5, 6, 2]) == 2
     with pytest.raises(ValueError):
         first_divergence([1], [1])
+
+
+def test_docvqa_numbers_are_compared_as_numbers():
+    j = Judge()
+    assert not j("4218", "4217", "docvqa") and j("4,217", "4217", "docvqa") and j("4217.", "4217", "docvqa")
+    assert not j("£8 million", "£5 million", "docvqa") and j("£5 million", "£5 million", "docvqa")
+    assert not j("13/05/2019", "12/05/2019", "docvqa") and j("12/05/2019", "12/05/2019", "docvqa")
+    assert j("ITC Limted", "ITC Limited", "docvqa")  # text keeps ANLS's tolerance
+    assert Judge(numeric_exact=False)("4218", "4217", "docvqa")  # plain ANLS, on request
+
+
+def test_p_use_matches_whole_words():
+    from mmaudit.pathways.text.runner import contains
+
+    assert not contains("nothing here", "no") and contains("No, it is not.", "no")
+    assert not contains("1200", "120") and contains("the value is 120.", "120")
+    assert contains("it is new york.", "New York") and contains("NEWYORK", "NEW YORK")  # glyph tokenizers
+    assert not contains("anything", "")
