@@ -121,8 +121,9 @@ def bench_run(
             build_benchmark(mini_inputs(), folder, BuildConfig())
     out.mkdir(parents=True, exist_ok=True)
     compact: dict = {}
+    prices = parse_price(price)
     if model or endpoint:
-        cost = {"price_per_1k": parse_price(price), "budget": budget}
+        cost = {"price_per_1k": prices, "budget": budget}
         chat = OpenAIChat(model or "default", base_url=endpoint, cache=out / "calls.jsonl", concurrency=concurrency,
                           **cost)
         judge = OpenAIChat(judge_model, base_url=endpoint, cache=out / "calls.jsonl", concurrency=concurrency,
@@ -149,7 +150,7 @@ def bench_run(
     usage = {"answer_model": chat.usage.as_dict()} | ({"judge_model": judge.usage.as_dict()} if judge is not chat
                                                       else {})
     tabs = bench_tables(out, stack, n_boot, seed)
-    summary |= {"notes": notes, "usage": usage, "price_per_1k": list(parse_price(price)), "budget": budget,
+    summary |= {"notes": notes, "usage": usage, "price_per_1k": list(prices), "budget": budget,
                 "tables": [{"title": t, "head": h, "rows": r} for t, h, r in tabs]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     failed = sum(summary["failed_rows"].values())

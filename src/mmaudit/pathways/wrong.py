@@ -158,10 +158,10 @@ def choose_wrong(
                 return WrongAnswer(c, kind, "rule")
         raise NoWrongAnswer(f"sample {sample.id!r}: no {kind} written like {ref!r} is judged incorrect")
     cls = closed_class(ref)
-    siblings, others = image_texts(sample, ocr) if cls is None else ([], [])
+    siblings, others = image_texts(sample, ocr)
     if cls is not None:
         members = {m.lower() for m in CLASSES[cls]}
-        shown = [t for group in image_texts(sample, ocr) for t in group if t.lower() in members]
+        shown = [t for t in siblings + others if t.lower() in members]
         known = [a for a in vocabulary.questions if a.lower() in members]
         for pool in (shown, known, CLASSES[cls]):
             if (w := first(pool)) is not None:

@@ -16,13 +16,6 @@ from mmaudit.rag import routers
 from mmaudit.rag.records import RegimeRow
 
 POLICY = {"field_selector": "field", "soft_conductor": "soft"}  # the release's post-processing policy names
-SOURCE = {"FALLBACK": "parametric", "PARAMETRIC": "parametric", "TEXT_ONLY": "text_only", "FULL_MM": "full_mm",
-          "COMPOSE": "composed"}
-
-
-def chosen_source(route: str) -> str:
-    """The branch a route answers from ('CONSENSUS:TEXT_ONLY' -> 'text_only')."""
-    return SOURCE.get(route.split(":")[-1], route.lower())
 
 
 def _resolver_fields(raw: str) -> dict:
@@ -64,7 +57,7 @@ def write_release(rows: Sequence[RegimeRow], decisions: dict, errors: dict, chec
                         rec["selfcheck_decision"] = routers.self_check(checks[i])[0]
                     if m in ("field_selector", "soft_conductor"):
                         rec |= _resolver_fields(resolver[i])
-                    rec |= {"final_decision": d.route, "chosen_source": chosen_source(d.route),
+                    rec |= {"final_decision": d.route, "chosen_source": routers.route_source(d.route),
                             "decision_raw": d.raw, "decision_parsed": d.parsed, "error": errors[m][i] or ""}
                     f.write(json.dumps(rec) + "\n")
             files.append(str(choice_path))

@@ -15,6 +15,15 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 BRANCHES = ("PARAMETRIC", "TEXT_ONLY", "FULL_MM")
+# the branch a route answers from, in the release's source names; COMPOSE writes its own answer
+ROUTE_SOURCE = {"FALLBACK": "parametric", "PARAMETRIC": "parametric", "TEXT_ONLY": "text_only",
+                "FULL_MM": "full_mm", "COMPOSE": "composed"}
+
+
+def route_source(route: str) -> str:
+    """'CONSENSUS:TEXT_ONLY' -> 'text_only', 'FALLBACK' -> 'parametric', 'COMPOSE' -> 'composed'."""
+    r = str(route).split(":")[-1]
+    return ROUTE_SOURCE.get(r, r.lower())
 TEXT_STATES = ("trustworthy", "conflicting", "weak", "suspicious")
 
 

@@ -7,6 +7,7 @@ from collections import defaultdict
 import numpy as np
 
 from mmaudit.rag.records import IMAGE_ATTACKS
+from mmaudit.rag.routers import route_source
 
 BRANCH_METHODS = ("parametric", "text_only", "full_mm")
 
@@ -53,13 +54,6 @@ def decisions(per: dict[str, dict[str, list[dict]]]) -> dict[str, dict[str, dict
     return out
 
 
-def route_branch(route: str) -> str | None:
-    """The branch a router's route answers from; None for a composed answer (never an oracle branch)."""
-    r = str(route).split(":")[-1]
-    return {"FALLBACK": "parametric", "PARAMETRIC": "parametric", "TEXT_ONLY": "text_only",
-            "FULL_MM": "full_mm"}.get(r)
-
-
 def route_accuracy(per: dict[str, dict[str, list[dict]]], ties: str = "any") -> dict[str, dict[str, float]]:
     """G.10: share of rows whose route is the oracle's branch, per dataset and macro ("overall").
 
@@ -83,7 +77,7 @@ def route_accuracy(per: dict[str, dict[str, list[dict]]], ties: str = "any") -> 
     for m, by in per.items():
         if m in BRANCH_METHODS:
             continue
-        per_ds = {ds: [route_branch(r.get("route", "")) in oracle[(ds, str(r["qid"]), r["regime"])]
+        per_ds = {ds: [route_source(r.get("route", "")) in oracle[(ds, str(r["qid"]), r["regime"])]
                        for r in rows if (ds, str(r["qid"]), r["regime"]) in oracle] for ds, rows in by.items()}
         cells = {ds: float(np.mean(v)) if v else float("nan") for ds, v in per_ds.items()}
         out[m] = cells | {"overall": _macro({ds: [float(x) for x in v] for ds, v in per_ds.items()})}
