@@ -16,9 +16,9 @@ from pathlib import Path
 
 from mmaudit.models.local_server import LocalChatServer
 from mmaudit.models.openai_chat import OpenAIChat
-from mmaudit.rag.build import BuildConfig, build_benchmark
-from mmaudit.rag.mini import mini_inputs
-from mmaudit.rag.run import BenchConfig, run_bench
+from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
+from mmaudit.rag.build.mini import mini_inputs
+from mmaudit.rag.evaluate.run import BenchConfig, run_bench
 
 
 def bench_run_rows(latency: float, questions: int) -> None:

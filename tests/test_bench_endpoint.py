@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mmaudit.rag.build import BuildConfig, build_benchmark
-from mmaudit.rag.mini import mini_inputs
-from mmaudit.rag.run import BenchConfig, load_rows, run_bench
+from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
+from mmaudit.rag.build.mini import mini_inputs
+from mmaudit.rag.evaluate.run import BenchConfig, load_rows, run_bench
 
 pytest.importorskip("openai")
 
@@ -147,7 +147,7 @@ def test_budget_stops_the_run_and_a_rerun_resumes(mini, tmp_path):
 
 
 def test_channel_isolation_and_route_accuracy_by_hand():
-    from mmaudit.rag.tables import channel_isolation, route_accuracy
+    from mmaudit.rag.evaluate.tables import channel_isolation, route_accuracy
 
     def row(regime, score, route="", qid=1):
         return {"qid": qid, "regime": regime, "_score": score, "route": route}

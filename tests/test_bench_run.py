@@ -5,10 +5,10 @@ import json
 import pytest
 
 from mmaudit.models.chat import ScriptedChat
-from mmaudit.rag.build import BuildConfig, build_benchmark
-from mmaudit.rag.mini import mini_inputs
-from mmaudit.rag.run import METHODS, BenchConfig, run_bench
-from mmaudit.rag.score import judged_rows, main_table
+from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
+from mmaudit.rag.build.mini import mini_inputs
+from mmaudit.rag.evaluate.run import METHODS, BenchConfig, run_bench
+from mmaudit.rag.evaluate.score import judged_rows, main_table
 
 
 def scripted(messages):

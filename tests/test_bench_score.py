@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from mmaudit.cli import app
 from mmaudit.errors import InputError
-from mmaudit.rag.score import main_table
+from mmaudit.rag.evaluate.score import main_table
 
 IMG = ["IC", "IP_caption_flip", "IP_entity_swap", "IP_semantic_rewrite", "IP_typography", "IP_adv_patch",
        "IP_blend", "IP_style"]

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from mmaudit.models.chat import ScriptedChat
-from mmaudit.rag.build import BuildConfig, build_benchmark, qid_order, read_families
-from mmaudit.rag.mini import mini_inputs
-from mmaudit.rag.records import read_rows
-from mmaudit.rag.text_pollution import SUBSTITUTES, PollutionFailed, RulePolluter, assign_families
+from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark, qid_order, read_families
+from mmaudit.rag.build.mini import mini_inputs
+from mmaudit.rag.build.records import read_rows
+from mmaudit.rag.build.text_pollution import SUBSTITUTES, PollutionFailed, RulePolluter, assign_families
 
 QS = mini_inputs()
 FAST = {"patch_steps": 2, "style_steps": 2}

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from mmaudit.models.chat import ScriptedChat
-from mmaudit.rag.audits import atomic_audit, cohen_kappa, evaluator_sensitivity, parse_claims
-from mmaudit.rag.records import REGIMES
+from mmaudit.rag.build.records import REGIMES
+from mmaudit.rag.evaluate.audits import atomic_audit, cohen_kappa, evaluator_sensitivity, parse_claims
 
 
 def per_rows():

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from mmaudit.rag.judge_labels import parse_verdict
-from mmaudit.rag.records import REGIMES
-from mmaudit.rag.routers import (
+from mmaudit.rag.build.records import REGIMES
+from mmaudit.rag.evaluate.judge_labels import parse_verdict
+from mmaudit.rag.evaluate.routers import (
     Candidates,
     answer_consensus,
     cascaded_router,
@@ -19,7 +19,7 @@ from mmaudit.rag.routers import (
     token_f1,
     triage_gate,
 )
-from mmaudit.rag.score import clustered_bootstrap
+from mmaudit.rag.evaluate.score import clustered_bootstrap
 
 C = Candidates(parametric="P answer", text_only="T answer", full_mm="M answer")
 

@@ -140,7 +140,7 @@ def bench_score(
     seed: int = typer.Option(0, help="Bootstrap seed."),
 ) -> None:
     """Main table (TC, TP, Drop, Balanced; macro over datasets) from judged files, with bootstrap CIs."""
-    from mmaudit.rag.score import clustered_bootstrap, judged_rows, main_table
+    from mmaudit.rag.evaluate.score import clustered_bootstrap, judged_rows, main_table
 
     rows = main_table(judged, stack)
     if as_json:
@@ -187,8 +187,8 @@ def bench_build(
     style_steps: int = typer.Option(80, help="Style-transfer optimisation steps."),
 ) -> None:
     """Build a QIMG-7-style benchmark: 16 regimes per question, seven image pollutions, text pollution."""
-    from mmaudit.rag.build import BuildConfig, build_benchmark, read_families
-    from mmaudit.rag.build_inputs import read_csv_pools, read_questions
+    from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark, read_families
+    from mmaudit.rag.build.inputs import read_csv_pools, read_questions
 
     caps: int | dict[str, int] | None = None
     if limit:
@@ -203,14 +203,14 @@ def bench_build(
             raise typer.BadParameter("--passages and --images go together")
         items = read_csv_pools(passages, images)
     elif inputs is None:
-        from mmaudit.rag.mini import mini_inputs
+        from mmaudit.rag.build.mini import mini_inputs
 
         items = mini_inputs()
     else:
         items = read_questions(inputs)
     check = None
     if ontopic >= 0:
-        from mmaudit.rag.ontopic import OnTopic
+        from mmaudit.rag.build.ontopic import OnTopic
 
         check = OnTopic(threshold=ontopic)
     with progress_bar() as bar:

@@ -15,9 +15,9 @@ def pct(x: float) -> str:
 
 
 def bench_tables(out: Path, stack: str, n_boot: int, seed: int) -> list[tuple[str, list[str], list[list[str]]]]:
-    from mmaudit.rag import tables
-    from mmaudit.rag.records import IMAGE_ATTACKS
-    from mmaudit.rag.score import clustered_bootstrap, judged_rows, main_table
+    from mmaudit.rag.build.records import IMAGE_ATTACKS
+    from mmaudit.rag.evaluate import tables
+    from mmaudit.rag.evaluate.score import clustered_bootstrap, judged_rows, main_table
 
     per = judged_rows(out, stack)
     main = main_table(out, stack)
@@ -61,7 +61,7 @@ def bench_tables(out: Path, stack: str, n_boot: int, seed: int) -> list[tuple[st
 
 def parse_budgets(text: str | None, base: dict) -> dict:
     """'answer=512,resolver=1024' over the defaults; components: answer, gate, resolver, judge."""
-    from mmaudit.rag.run import COMPONENTS
+    from mmaudit.rag.evaluate.run import COMPONENTS
 
     out = dict(base)
     for part in filter(None, (x.strip() for x in (text or "").split(","))):
@@ -108,15 +108,15 @@ def bench_run(
     from mmaudit.models.chat import BudgetExceeded
     from mmaudit.models.embedded_chat import NOTICE, EmbeddedChat
     from mmaudit.models.openai_chat import OpenAIChat
-    from mmaudit.rag.run import EMBEDDED_BUDGET, ENDPOINT_BUDGET, PARAMETRIC_MODES, BenchConfig, run_bench
+    from mmaudit.rag.evaluate.run import EMBEDDED_BUDGET, ENDPOINT_BUDGET, PARAMETRIC_MODES, BenchConfig, run_bench
 
     if parametric not in PARAMETRIC_MODES:
         raise typer.BadParameter(f"--parametric must be one of {PARAMETRIC_MODES}")
     if folder is None:
         folder = Path("runs/bench")
         if not list(folder.glob("*_qimg7_mm_regimes_*.jsonl")):
-            from mmaudit.rag.build import BuildConfig, build_benchmark
-            from mmaudit.rag.mini import mini_inputs
+            from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
+            from mmaudit.rag.build.mini import mini_inputs
 
             build_benchmark(mini_inputs(), folder, BuildConfig())
     out.mkdir(parents=True, exist_ok=True)
@@ -174,8 +174,8 @@ def bench_run(
 
 
 def _judged_and_clean(folder: Path, run: Path, stack: str | None):
-    from mmaudit.rag.run import load_rows
-    from mmaudit.rag.score import judged_rows
+    from mmaudit.rag.evaluate.run import load_rows
+    from mmaudit.rag.evaluate.score import judged_rows
 
     clean = {(r.dataset.lower(), str(r.qid)): [t.model_dump() for t in r.text_evidence]
              for r in load_rows(folder) if r.regime == "TC_IC"}
@@ -202,7 +202,7 @@ def bench_atomic(
     seed: int = typer.Option(0),
 ) -> None:
     """Atomic factuality audit (Appendix I): claims judged one by one, uncertain = 0."""
-    from mmaudit.rag.audits import atomic_audit
+    from mmaudit.rag.evaluate.audits import atomic_audit
 
     per, clean = _judged_and_clean(folder, run, stack)
     res = atomic_audit(per, clean, _chat(model, run / "calls.jsonl"), per_dataset=per_dataset, seed=seed)
@@ -222,7 +222,7 @@ def bench_judges(
     seed: int = typer.Option(0),
 ) -> None:
     """Evaluator-sensitivity audit (G.6): balanced support per method under several judges, one subset."""
-    from mmaudit.rag.audits import evaluator_sensitivity
+    from mmaudit.rag.evaluate.audits import evaluator_sensitivity
 
     per, clean = _judged_and_clean(folder, run, stack)
     judges = {name: _chat(spec, run / "calls.jsonl") for name, _, spec in (j.partition("=") for j in judge)}
@@ -240,8 +240,8 @@ def bench_kappa(
     stack: str = typer.Option(None),
 ) -> None:
     """Human vs judge agreement (G.7): exact agreement, Cohen's kappa unweighted and quadratic-weighted."""
-    from mmaudit.rag.audits import cohen_kappa
-    from mmaudit.rag.score import judged_rows
+    from mmaudit.rag.evaluate.audits import cohen_kappa
+    from mmaudit.rag.evaluate.score import judged_rows
 
     judged = {(ds, str(r["qid"]), r["regime"], m): r["label"] for m, by in judged_rows(run, stack).items()
               for ds, rows in by.items() for r in rows}

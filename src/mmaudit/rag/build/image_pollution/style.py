@@ -10,8 +10,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mmaudit.rag.image_pollution.base import ImageItem, OpContext, Polluted, resize_to
-from mmaudit.rag.image_pollution.encoders import StyleFeatures, random_features
+from mmaudit.rag.build.image_pollution.base import ImageItem, OpContext, Polluted, resize_to
+from mmaudit.rag.build.image_pollution.encoders import StyleFeatures, random_features
 
 
 def gram(f: torch.Tensor) -> torch.Tensor:

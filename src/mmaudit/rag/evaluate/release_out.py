@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from mmaudit.rag import routers
-from mmaudit.rag.records import RegimeRow
+from mmaudit.rag.build.records import RegimeRow
+from mmaudit.rag.evaluate import routers
 
 POLICY = {"field_selector": "field", "soft_conductor": "soft"}  # the release's post-processing policy names
 

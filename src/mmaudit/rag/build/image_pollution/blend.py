@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmaudit.rag.image_pollution.base import ImageItem, OpContext, Polluted, resize_to
+from mmaudit.rag.build.image_pollution.base import ImageItem, OpContext, Polluted, resize_to
 
 
 def image_blend(item: ImageItem, ctx: OpContext, alpha: float = 0.4) -> Polluted:

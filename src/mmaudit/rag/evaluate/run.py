@@ -21,10 +21,10 @@ from functools import cache
 from pathlib import Path
 
 from mmaudit.models.chat import FailedReply
-from mmaudit.rag import prompts, routers
-from mmaudit.rag.judge_labels import parse_verdict
-from mmaudit.rag.records import RegimeRow, read_rows
-from mmaudit.rag.release_out import write_release
+from mmaudit.rag.build.records import RegimeRow, read_rows
+from mmaudit.rag.evaluate import prompts, routers
+from mmaudit.rag.evaluate.judge_labels import parse_verdict
+from mmaudit.rag.evaluate.release_out import write_release
 
 METHODS = ("parametric", "text_only", "full_mm", "answer_consensus", "self_check_gate", "triage_gate",
            "cascaded_router", "text_trust", "field_selector", "soft_conductor")

@@ -22,9 +22,8 @@ import numpy as np
 from PIL import Image
 
 from mmaudit.errors import InputError
-from mmaudit.rag.build_inputs import QuestionInput
-from mmaudit.rag.false_evidence import llm_false_captions
-from mmaudit.rag.image_pollution import (
+from mmaudit.rag.build.false_evidence import llm_false_captions
+from mmaudit.rag.build.image_pollution import (
     ImageItem,
     OpContext,
     adversarial_patch,
@@ -35,8 +34,9 @@ from mmaudit.rag.image_pollution import (
     neural_style_transfer,
     semantic_entity_rewrite,
 )
-from mmaudit.rag.image_pollution.encoders import ZooConceptEncoder
-from mmaudit.rag.records import (
+from mmaudit.rag.build.image_pollution.encoders import ZooConceptEncoder
+from mmaudit.rag.build.inputs import QuestionInput
+from mmaudit.rag.build.records import (
     IMAGE_ATTACKS,
     POOL_COLUMNS,
     REGIMES,
@@ -49,7 +49,7 @@ from mmaudit.rag.records import (
     write_rows,
     write_table,
 )
-from mmaudit.rag.text_pollution import SWAPS, PollutionFailed, RulePolluter, assign_families
+from mmaudit.rag.build.text_pollution import SWAPS, PollutionFailed, RulePolluter, assign_families
 from mmaudit.store import RunStore, key_of
 
 STAGES = ("input", "no clean image evidence", "preprocessing validation", "no polluted image evidence",

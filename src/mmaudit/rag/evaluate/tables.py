@@ -6,8 +6,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from mmaudit.rag.records import IMAGE_ATTACKS
-from mmaudit.rag.routers import route_source
+from mmaudit.rag.build.records import IMAGE_ATTACKS
+from mmaudit.rag.evaluate.routers import route_source
 
 BRANCH_METHODS = ("parametric", "text_only", "full_mm")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from mmaudit.rag.image_pollution.base import ImageItem, OpContext, Polluted
-from mmaudit.rag.image_pollution.encoders import ConceptEncoder
+from mmaudit.rag.build.image_pollution.base import ImageItem, OpContext, Polluted
+from mmaudit.rag.build.image_pollution.encoders import ConceptEncoder
 
 
 def patch_box(h: int, w: int, size: float, corner: str) -> tuple[int, int, int, int]:

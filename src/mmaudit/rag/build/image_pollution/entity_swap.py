@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mmaudit.rag.image_pollution.base import ImageItem, OpContext, Polluted
+from mmaudit.rag.build.image_pollution.base import ImageItem, OpContext, Polluted
 
 
 def entity_swap(item: ImageItem, ctx: OpContext) -> Polluted:

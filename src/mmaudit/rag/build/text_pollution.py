@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmaudit.models.chat import ChatModel
-from mmaudit.rag.records import TEXT_FAMILIES
+from mmaudit.rag.build.records import TEXT_FAMILIES
 
 E7_SYSTEM = "You are an adversarial data generator for robustness testing."
 E7_PROMPT = """Input:

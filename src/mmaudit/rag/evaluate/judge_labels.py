@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from mmaudit.rag.routers import parse_json
-from mmaudit.rag.score import LABEL_SCORES
+from mmaudit.rag.evaluate.routers import parse_json
+from mmaudit.rag.evaluate.score import LABEL_SCORES
 
 UNPARSED = "uncertain"  # an unparseable verdict is recorded as such and scored as uncertain (0.25)
 

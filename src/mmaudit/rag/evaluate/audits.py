@@ -11,10 +11,10 @@ from collections import defaultdict
 
 import numpy as np
 
-from mmaudit.rag.judge_labels import parse_verdict
-from mmaudit.rag.prompts import judge_prompt
-from mmaudit.rag.run import many, user
-from mmaudit.rag.score import LABEL_SCORES
+from mmaudit.rag.evaluate.judge_labels import parse_verdict
+from mmaudit.rag.evaluate.prompts import judge_prompt
+from mmaudit.rag.evaluate.run import many, user
+from mmaudit.rag.evaluate.score import LABEL_SCORES
 
 ATOMIC_SCORES = {"supported": 1.0, "partially_supported": 0.5, "unsupported": 0.0, "uncertain": 0.0}
 DECOMPOSE = """Split the answer below into atomic factual claims: single verifiable propositions, one per line, \

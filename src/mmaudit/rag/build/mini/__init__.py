@@ -9,8 +9,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from mmaudit.data.render import font
-from mmaudit.rag.build_inputs import ImageInput, QuestionInput
-from mmaudit.rag.records import TextEvidence
+from mmaudit.rag.build.inputs import ImageInput, QuestionInput
+from mmaudit.rag.build.records import TextEvidence
 
 SIZE = (320, 240)  # width, height
 
@@ -60,7 +60,7 @@ def render(spec: dict) -> np.ndarray:
 
 
 def mini_inputs() -> list[QuestionInput]:
-    data = json.loads((resources.files("mmaudit.rag.mini") / "questions.json").read_text())
+    data = json.loads((resources.files("mmaudit.rag.build.mini") / "questions.json").read_text())
     out = []
     for q in data["questions"]:
         im = q["image"]

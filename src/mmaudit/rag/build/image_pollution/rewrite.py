@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from mmaudit.data.sample import Box
-from mmaudit.rag.image_pollution.base import ImageItem, OpContext, Polluted
+from mmaudit.rag.build.image_pollution.base import ImageItem, OpContext, Polluted
 
 COLOURS = {"red": (200, 40, 40), "green": (40, 150, 60), "blue": (40, 80, 200), "purple": (130, 60, 170),
            "orange": (235, 130, 30), "black": (25, 25, 25)}

@@ -13,7 +13,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from mmaudit.data.render import font
-from mmaudit.rag.image_pollution.base import ImageItem, OpContext, Polluted
+from mmaudit.rag.build.image_pollution.base import ImageItem, OpContext, Polluted
 
 
 def render_claim(image: np.ndarray, claim: str, size_frac: float = 0.075, bar=(15, 20, 45),

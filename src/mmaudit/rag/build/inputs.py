@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from mmaudit.errors import InputError
-from mmaudit.rag.records import TextEvidence
+from mmaudit.rag.build.records import TextEvidence
 
 
 @dataclass
@@ -96,7 +96,7 @@ def read_csv_pools(passages: Path, images: Path, dataset: str = "CUSTOM") -> lis
     image_url, image_alt, source_title, source_url, ...) plus ``image_path``, a
     local file relative to the CSV (the release's URLs are not fetched).
     """
-    from mmaudit.rag.records import read_table
+    from mmaudit.rag.build.records import read_table
 
     _, prow = read_table(passages)
     _, irow = read_table(images)
