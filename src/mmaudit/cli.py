@@ -256,12 +256,14 @@ def demo(
 def _register() -> None:
     from mmaudit.cli_audit import audit_app
     from mmaudit.cli_bench import bench_atomic, bench_judges, bench_kappa, bench_run
+    from mmaudit.cli_satr import bench_replay
 
     app.add_typer(audit_app, name="audit")
     bench_app.command("run")(bench_run)
     bench_app.command("atomic")(bench_atomic)
     bench_app.command("judges")(bench_judges)
     bench_app.command("kappa")(bench_kappa)
+    bench_app.command("replay")(bench_replay)
 
 
 _register()

@@ -21,6 +21,7 @@ from mmaudit.models.openai_chat import Usage
 from mmaudit.store import RunStore, key_of
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MAX_PROMPT = 1536  # tokens
 NOTICE = ("Embedded default model (SmolLM2-135M-Instruct, text only; images bridged as OCR text + metadata): "
           "this run demonstrates the pipeline offline; its scores are not a measurement.")
 
@@ -34,6 +35,7 @@ class EmbeddedChat:
     usage: Usage = field(default_factory=Usage)
 
     takes_budget = True  # chat_many(requests, max_new_tokens=...)
+    takes_schema = True  # chat_many(requests, schema=...) asks for JSON of that schema
 
     def __post_init__(self) -> None:
         self.name = "embedded:SmolLM2-135M-Instruct"
@@ -58,14 +60,18 @@ class EmbeddedChat:
             self._model = (tok, model)
         return self._model
 
-    def request_key(self, messages: Sequence[Message], max_new_tokens: int) -> str:
-        return key_of(kind="llm_call", model=self.name, messages=list(messages), max_new_tokens=max_new_tokens)
+    def request_key(self, messages: Sequence[Message], max_new_tokens: int, schema: dict | None = None) -> str:
+        return key_of(kind="llm_call", model=self.name, messages=list(messages), max_new_tokens=max_new_tokens,
+                      **({"schema": schema, "decoding": "guided"} if schema else {}))
 
     def chat_many(self, requests: list[Sequence[Message]], max_new_tokens: int | None = None,
-                  salts: Sequence[str] | None = None) -> list[str]:
-        """Replies in request order; a ``salt`` makes an otherwise identical request a call of its own."""
+                  salts: Sequence[str] | None = None, schema: dict | None = None) -> list[str]:
+        """Replies in request order; a ``salt`` makes an otherwise identical request a call of its own. With
+        a ``schema`` the reply is decoded under it (valid JSON by construction; ``max_new_tokens`` then bounds
+        the free-text fields)."""
         n_new = max_new_tokens or self.max_new_tokens
-        keys = [self.request_key(m, n_new) if not salt else key_of(base=self.request_key(m, n_new), salt=salt)
+        keys = [self.request_key(m, n_new, schema) if not salt
+                else key_of(base=self.request_key(m, n_new, schema), salt=salt)
                 for m, salt in zip(requests, salts or [""] * len(requests))]
         have = {k: self.store.get(k) for k in keys} if self.store is not None else {}
         todo = {k: m for k, m in zip(keys, requests) if not have.get(k)}
@@ -74,7 +80,8 @@ class EmbeddedChat:
         items = list(todo.items())
         for i in range(0, len(items), self.batch):
             chunk = items[i : i + self.batch]
-            texts = self._generate([m for _, m in chunk], n_new)
+            texts = (self._guided([m for _, m in chunk], n_new, schema) if schema
+                     else self._generate([m for _, m in chunk], n_new))
             recs = [{"kind": "llm_call", "key": k, "model": self.name, "reply": t} for (k, _), t in zip(chunk, texts)]
             if self.store is not None:
                 self.store.put_many(recs)
@@ -82,14 +89,28 @@ class EmbeddedChat:
             self.usage.calls += len(recs)
         return [replies[k] for k in keys]
 
-    def _generate(self, requests: list[Sequence[Message]], max_new_tokens: int) -> list[str]:
-        tok, model = self._load()
+    def _prompts(self, requests: list[Sequence[Message]]) -> list[str]:
+        tok, _ = self._load()
         if self.threads:
             torch.set_num_threads(self.threads)
         # text only: image parts are dropped (the caller bridges images as OCR text, and says so)
         plain = [[{"role": x["role"], "content": text_content(x["content"])} for x in m] for m in requests]
-        texts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in plain]
-        enc = tok(texts, return_tensors="pt", padding=True, truncation=True, max_length=1536)
+        return [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in plain]
+
+    def _guided(self, requests: list[Sequence[Message]], budget: int, schema: dict) -> list[str]:
+        from mmaudit.models.guided import GuidedDecoder
+
+        tok, model = self._load()
+        out = []
+        for text in self._prompts(requests):
+            ids = tok(text).input_ids[-MAX_PROMPT:]  # keep the end: the instruction and the reply format
+            out.append(GuidedDecoder(model, tok, ids).fill(schema["schema"], budget))
+        return out
+
+    def _generate(self, requests: list[Sequence[Message]], max_new_tokens: int) -> list[str]:
+        tok, model = self._load()
+        texts = self._prompts(requests)
+        enc = tok(texts, return_tensors="pt", padding=True, truncation=True, max_length=MAX_PROMPT)
         with torch.no_grad():
             out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                                  pad_token_id=tok.pad_token_id)

@@ -11,6 +11,11 @@ back as a :class:`FailedReply` (empty, with its reason; not cached, so a rerun
 tries again) and the other requests go on. Tokens and cost are counted per run
 (``usage``); with ``budget`` set, no request starts once the cost reached it,
 and the call raises :class:`BudgetExceeded` after the ones in flight finish.
+
+A request may carry a JSON ``schema`` (mmaudit.rag.evaluate.schemas): it is sent as a strict
+``response_format`` of type ``json_schema``. An endpoint that answers 400 to it gets the request again
+without it (plain prompting), and this client remembers, for its endpoint and model, not to send one again
+(``schema_rejected``, reported in ``usage``).
 """
 
 from __future__ import annotations
@@ -51,10 +56,11 @@ class Usage:
     completion_tokens: int = 0
     cost: float = 0.0
     failed: int = 0  # requests that came back as FailedReply
+    schema_fallbacks: int = 0  # requests re-sent without response_format after a 400
 
     def as_dict(self) -> dict:
-        return {k: getattr(self, k) for k in ("calls", "cached", "retries", "failed", "prompt_tokens",
-                                              "completion_tokens", "cost")}
+        return {k: getattr(self, k) for k in ("calls", "cached", "retries", "failed", "schema_fallbacks",
+                                              "prompt_tokens", "completion_tokens", "cost")}
 
 
 @dataclass
@@ -74,12 +80,15 @@ class OpenAIChat:
     usage: Usage = field(default_factory=Usage)
 
     takes_budget = True  # chat_many(requests, max_new_tokens=...) sets max_tokens per call
+    takes_schema = True  # chat_many(requests, schema=...) asks for JSON of that schema
 
     def __post_init__(self) -> None:
         self.name = f"openai:{self.model}"
         self.store = RunStore(self.cache) if self.cache else None
         self._memory: dict[str, dict] = {}
         self._failures: dict[str, str] = {}
+        self._salts: dict[str, str] = {}
+        self.schema_rejected = False  # the endpoint answered 400 to a response_format: send none again
 
     def _client(self):
         from openai import AsyncOpenAI
@@ -87,17 +96,19 @@ class OpenAIChat:
         key = os.environ.get(self.api_key_env) or "EMPTY"  # local servers accept any key
         return AsyncOpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0)
 
-    def request_key(self, messages: Sequence[Message], max_tokens: int | None = None, salt: str = "") -> str:
-        """The cache key: endpoint, model, messages (image bytes included, as data URLs), sampling, salt."""
+    def request_key(self, messages: Sequence[Message], max_tokens: int | None = None, salt: str = "",
+                    schema: dict | None = None) -> str:
+        """The cache key: endpoint, model, messages (image bytes included, as data URLs), sampling, salt, and
+        the schema the reply was decoded under (none once the endpoint rejected schemas)."""
         return key_of(kind="llm_call", base_url=self.base_url, model=self.model, messages=list(messages),
                       temperature=self.temperature, max_tokens=max_tokens or self.max_tokens,
-                      **({"salt": salt} if salt else {}))
+                      **({"salt": salt} if salt else {}), **({"schema": schema} if schema else {}))
 
     def _cached(self, key: str) -> dict | None:
         return (self.store.get(key) if self.store is not None else None) or self._memory.get(key)
 
     async def _one(self, client, sem: asyncio.Semaphore, messages: Sequence[Message], key: str,
-                   max_tokens: int | None) -> str | None:
+                   max_tokens: int | None, schema: dict | None = None) -> str | None:
         from openai import APIConnectionError, APIStatusError, APITimeoutError
 
         async with sem:
@@ -105,13 +116,31 @@ class OpenAIChat:
                 return None  # not started: the budget is spent
             limit = max_tokens or self.max_tokens
             for attempt in range(self.retries + 1):
+                fmt = ({"response_format": {"type": "json_schema", "json_schema": schema | {"strict": True}}}
+                       if schema and not self.schema_rejected else {})
                 try:
                     resp = await client.chat.completions.create(
                         model=self.model, messages=list(messages), temperature=self.temperature,
-                        **({"max_tokens": limit} if limit else {}))
+                        **({"max_tokens": limit} if limit else {}), **fmt)
                     break
                 except (APITimeoutError, APIConnectionError, APIStatusError) as e:
                     status = getattr(e, "status_code", None)
+                    if status == 400 and fmt:
+                        plain_key = self.request_key(messages, max_tokens, self._salts.get(key, ""))
+                        if self._cached(plain_key):  # answered plainly by an earlier run
+                            self.schema_rejected = True
+                            return self._cached(plain_key)["reply"]
+                        try:  # the endpoint may not take response_format: the same request without it
+                            resp = await client.chat.completions.create(
+                                model=self.model, messages=list(messages), temperature=self.temperature,
+                                **({"max_tokens": limit} if limit else {}))
+                        except (APITimeoutError, APIConnectionError, APIStatusError) as plain:
+                            e, status = plain, getattr(plain, "status_code", None)  # not the schema's fault
+                        else:
+                            self.schema_rejected = True
+                            self.usage.schema_fallbacks += 1
+                            key = plain_key
+                            break
                     if status is not None and status not in RETRYABLE_STATUS or attempt == self.retries:
                         self.usage.failed += 1
                         why = f"HTTP {status}" if status is not None else type(e).__name__
@@ -137,8 +166,11 @@ class OpenAIChat:
         return text
 
     async def _many(self, requests: list[Sequence[Message]], max_tokens: int | None,
-                    salts: Sequence[str]) -> list[str]:
-        keys = [self.request_key(m, max_tokens, salt) for m, salt in zip(requests, salts)]
+                    salts: Sequence[str], schema: dict | None = None) -> list[str]:
+        schema = None if self.schema_rejected else schema
+        keys = [self.request_key(m, max_tokens, salt, schema) for m, salt in zip(requests, salts)]
+        self._salts.update((k, s) for k, s in zip(keys, salts) if s)
+        plain = {k: self.request_key(m, max_tokens, salt) for k, m, salt in zip(keys, requests, salts)}
         todo: dict[str, Sequence[Message]] = {}
         for k, m in zip(keys, requests):
             if self._cached(k) is None:
@@ -149,21 +181,27 @@ class OpenAIChat:
             sem = asyncio.Semaphore(self.concurrency)
             client = self._client()
             try:
-                got = await asyncio.gather(*(self._one(client, sem, m, k, max_tokens) for k, m in todo.items()))
+                got = await asyncio.gather(*(self._one(client, sem, m, k, max_tokens, schema)
+                                             for k, m in todo.items()))
                 stopped = any(g is None for g in got)
             finally:
                 await client.close()
         if stopped:
             raise BudgetExceeded(f"budget {self.budget} reached (cost {self.usage.cost:.4f}); finished calls are "
                                  "cached: rerun to resume")
-        return [self._cached(k)["reply"] if self._cached(k) else FailedReply(self._failures.get(k, "failed"))
-                for k in keys]
+        def reply(k: str) -> str:  # a reply from the plain fallback is stored under the plain key
+            hit = self._cached(k) or self._cached(plain[k])
+            return hit["reply"] if hit else FailedReply(self._failures.get(k) or self._failures.get(plain[k],
+                                                                                                   "failed"))
+
+        return [reply(k) for k in keys]
 
     def chat_many(self, requests: list[Sequence[Message]], max_new_tokens: int | None = None,
-                  salts: Sequence[str] | None = None) -> list[str]:
+                  salts: Sequence[str] | None = None, schema: dict | None = None) -> list[str]:
         """Replies in request order; each unique request is sent at most once, ever (with a cache file).
-        A ``salt`` makes an otherwise identical request a call of its own (Parametric per row)."""
-        return asyncio.run(self._many(requests, max_new_tokens, list(salts or [""] * len(requests))))
+        A ``salt`` makes an otherwise identical request a call of its own (Parametric per row); a ``schema``
+        asks for JSON of that schema."""
+        return asyncio.run(self._many(requests, max_new_tokens, list(salts or [""] * len(requests)), schema))
 
     def chat(self, messages: Sequence[Message], **kwargs) -> str:
         return self.chat_many([messages])[0]

@@ -14,7 +14,7 @@ model call goes through the chat model's request cache, so a killed run resumes.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -22,11 +22,11 @@ from pathlib import Path
 
 from mmaudit.models.chat import FailedReply
 from mmaudit.rag.build.records import RegimeRow, read_rows
-from mmaudit.rag.evaluate import prompts, routers
+from mmaudit.rag.evaluate import prompts, routers, schemas
 from mmaudit.rag.evaluate.judge_labels import parse_verdict
 from mmaudit.rag.evaluate.release_out import write_release
 
-METHODS = ("parametric", "text_only", "full_mm", "answer_consensus", "self_check_gate", "triage_gate",
+METHODS = ("parametric", "text_only", "full_mm", "answer_consensus", "selfcheck_gate", "triage_gate",
            "cascaded_router", "text_trust", "field_selector", "soft_conductor")
 BRANCH_METHODS = METHODS[:3]
 PARAMETRIC_MODES = ("per-row", "per-question")
@@ -34,7 +34,9 @@ COMPONENTS = ("answer", "gate", "resolver", "judge")
 # New-token budgets per component. An endpoint's must let a valid answer through (a minimal E.3 resolver JSON is
 # ~104 tokens, a long-form answer several hundred); the embedded 135M model on 2 cores gets short ones.
 ENDPOINT_BUDGET = {"answer": 512, "gate": 256, "resolver": 768, "judge": 256}
-EMBEDDED_BUDGET = {"answer": 40, "gate": 24, "resolver": 48, "judge": 16}
+# Under guided decoding a label costs no budget: the embedded budgets bound the free text (reasons, final_answer).
+EMBEDDED_BUDGET = {"answer": 40, "gate": 4, "resolver": 24, "judge": 4}
+
 
 
 @dataclass
@@ -59,13 +61,17 @@ class BenchConfig:
             raise ValueError(f"unknown budget components {sorted(unknown)}; choose from {COMPONENTS}")
 
 
-def many(chat, requests: list[list[dict]], budget: int | None = None, salts: list[str] | None = None) -> list[str]:
-    """Batched/concurrent when the model can (cached either way), one by one otherwise."""
+def many(chat, requests: list[list[dict]], budget: int | None = None, salts: list[str] | None = None,
+         schema: dict | None = None) -> list[str]:
+    """Batched/concurrent when the model can (cached either way), one by one otherwise; a ``schema`` goes to a
+    model that decodes under one (an endpoint's response_format, the embedded model's guided decoding)."""
     if not hasattr(chat, "chat_many"):
         return [chat.chat(m) for m in requests]
     kw: dict = {"salts": salts} if salts is not None else {}
     if getattr(chat, "takes_budget", False) and budget:
         kw["max_new_tokens"] = budget
+    if schema is not None and getattr(chat, "takes_schema", False):
+        kw["schema"] = schema
     return chat.chat_many(requests, **kw)
 
 
@@ -137,21 +143,23 @@ def failure(*replies: str) -> str | None:
     return next((r.reason for r in replies if isinstance(r, FailedReply)), None)
 
 
-def run_bench(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | None = None,
-              progress: Callable[[str, int, int], None] | None = None) -> dict:
-    cfg = cfg or BenchConfig()
-    judge = judge or chat
-    rows = load_rows(folder, cfg.limit)
-    views = [compact(r.model_view(), cfg.passages, cfg.words) for r in rows]
-    bridge, data_url = image_bridge(folder), image_data_url(folder, cfg.image_size)
-    budget = cfg.budgets
-    step = 0
+@dataclass
+class Branches:
+    """The three candidate answers per row, and what Full-MM was sent."""
 
-    def tick(label: str) -> None:
-        nonlocal step
-        step += 1
-        if progress:
-            progress("bench run", step, 7)
+    parametric: list[str]
+    text_only: list[str]
+    full_mm: list[str]
+    full_mm_content: list
+    parametric_requests: int
+
+    def candidates(self) -> list[routers.Candidates]:
+        return [routers.Candidates(*x) for x in zip(self.parametric, self.text_only, self.full_mm)]
+
+
+def answer_branches(folder: Path, chat, rows: Sequence[RegimeRow], views: list[dict], cfg: BenchConfig) -> Branches:
+    """Parametric (per row or per question), Text-only and Full-MM (pixels with vision, else OCR text)."""
+    bridge, data_url = image_bridge(folder), image_data_url(folder, cfg.image_size)
 
     def full_mm(v: dict):
         """Full-MM's content: the prompt and, with vision, the image's pixels (Table 12: 'if loadable')."""
@@ -164,74 +172,137 @@ def run_bench(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | None
         image = {"url": url} | ({"detail": cfg.image_detail} if cfg.image_detail else {})
         return [{"type": "text", "text": text}, {"type": "image_url", "image_url": image}]
 
+    budget = cfg.budgets.get("answer")
     par_salts = [f"{r.dataset}:{r.row_id}" for r in rows] if cfg.parametric == "per-row" else None
-    par = many(chat, [user(prompts.branch_prompt(v, "PARAMETRIC")[0]) for v in views], budget.get("answer"),
-               par_salts)
-    txt = many(chat, [user(prompts.branch_prompt(v, "TEXT_ONLY")[0]) for v in views], budget.get("answer"))
+    par = many(chat, [user(prompts.branch_prompt(v, "PARAMETRIC")[0]) for v in views], budget, par_salts)
+    txt = many(chat, [user(prompts.branch_prompt(v, "TEXT_ONLY")[0]) for v in views], budget)
     mm_content = [full_mm(v) for v in views]
-    mm = many(chat, [user(c) for c in mm_content], budget.get("answer"))
+    mm = many(chat, [user(c) for c in mm_content], budget)
+    n_par = len(set(par_salts)) if par_salts else len({json.dumps(v["question"]) for v in views})
+    return Branches(par, txt, mm, mm_content, n_par)
+
+
+def judge_methods(judge, rows: Sequence[RegimeRow], decisions: dict, errors: dict, cfg: BenchConfig) -> dict:
+    """Each method's answers graded once per unique (dataset, qid, question, answer) against the question's
+    clean evidence; a failed verdict fails the rows it grades (``errors`` is updated)."""
+    clean = {(r.dataset, str(r.qid)): clean_evidence(r, cfg) for r in rows if r.regime == "TC_IC"}
+    pairs = sorted({(r.dataset, str(r.qid), r.question, d.answer) for m in decisions
+                    for r, d, e in zip(rows, decisions[m], errors[m]) if e is None})
+    verdict_raw = many(judge, [user(prompts.judge_prompt(q, a, *clean.get((ds, qid), ([], None))))
+                               for ds, qid, q, a in pairs], cfg.budgets.get("judge"), schema=schemas.JUDGE)
+    verdicts = {p: parse_verdict(raw) + (raw,) for p, raw in zip(pairs, verdict_raw)}
+    judge_failed = {p: raw.reason for p, raw in zip(pairs, verdict_raw) if isinstance(raw, FailedReply)}
+    for m in decisions:
+        errors[m] = [e or judge_failed.get((r.dataset, str(r.qid), r.question, d.answer))
+                     for r, d, e in zip(rows, decisions[m], errors[m])]
+    return verdicts
+
+
+def prepare(folder: Path, cfg: BenchConfig) -> tuple[list[RegimeRow], list[dict]]:
+    rows = load_rows(folder, cfg.limit)
+    return rows, [compact(r.model_view(), cfg.passages, cfg.words) for r in rows]
+
+
+def run_bench(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | None = None,
+              progress: Callable[[str, int, int], None] | None = None) -> dict:
+    cfg = cfg or BenchConfig()
+    judge = judge or chat
+    rows, views = prepare(folder, cfg)
+    budget = cfg.budgets
+    step = 0
+
+    def tick(label: str) -> None:
+        nonlocal step
+        step += 1
+        if progress:
+            progress("bench run", step, 7)
+
+    br = answer_branches(folder, chat, rows, views, cfg)
+    par, txt, mm = br.parametric, br.text_only, br.full_mm
     tick("branches")
-    checks = many(chat, [user(prompts.self_check_prompt(v)) for v in views], budget.get("gate"))
-    triages = many(chat, [user(prompts.triage_prompt(v)) for v in views], budget.get("gate"))
+    checks = many(chat, [user(prompts.self_check_prompt(v)) for v in views], budget.get("gate"),
+                  schema=schemas.SELF_CHECK)
+    triages = many(chat, [user(prompts.triage_prompt(v)) for v in views], budget.get("gate"), schema=schemas.TRIAGE)
     tick("gates")
     unique_text = {}
     for v in views:
         unique_text.setdefault(json.dumps([v["question"], v["text_evidence"]]), v)
     tt = dict(zip(unique_text, many(chat, [user(prompts.text_trust_prompt(v)) for v in unique_text.values()],
-                                    budget.get("gate"))))
+                                    budget.get("gate"), schema=schemas.TEXT_TRUST)))
     tick("text trust")
-    resolver = many(chat, [user(prompts.resolver_prompt(v, p, t, m)) for v, p, t, m in zip(views, par, txt, mm)],
-                    budget.get("resolver"))
+    cands = br.candidates()
+    resolved = {}  # the select-only resolver feeds Field-Selector, the composing one Soft-Conductor (as released)
+    for compose in (False, True):
+        raw = many(chat, [user(prompts.resolver_prompt(v, c.parametric, c.text_only, c.full_mm, compose))
+                          for v, c in zip(views, cands)], budget.get("resolver"), schema=schemas.resolver(compose))
+        resolved[compose] = [routers.resolve(c, r, compose) for c, r in zip(cands, raw)]
     tick("resolver")
     decisions: dict[str, list[routers.Routed]] = defaultdict(list)
     errors: dict[str, list[str | None]] = defaultdict(list)
     for i, v in enumerate(views):
-        c = routers.Candidates(par[i], txt[i], mm[i])
+        c = cands[i]
         key = json.dumps([v["question"], v["text_evidence"]])
         branches = (par[i], txt[i], mm[i])
+        sel, com = resolved[False][i], resolved[True][i]
         for name, r, used in (("parametric", routers.Routed(par[i], "FALLBACK"), (par[i],)),
                               ("text_only", routers.Routed(txt[i], "TEXT_ONLY"), (txt[i],)),
                               ("full_mm", routers.Routed(mm[i], "FULL_MM"), (mm[i],)),
                               ("answer_consensus", routers.answer_consensus(c), branches),
-                              ("self_check_gate", routers.self_check_gate(c, checks[i]), (checks[i], *branches)),
+                              ("selfcheck_gate", routers.self_check_gate(c, checks[i]), (checks[i], *branches)),
                               ("triage_gate", routers.triage_gate(c, triages[i]), (triages[i], *branches)),
                               ("cascaded_router", routers.cascaded_router(c, checks[i], triages[i]),
                                (checks[i], triages[i], *branches)),
                               ("text_trust", routers.text_trust(c, tt[key]), (tt[key], *branches)),
-                              ("field_selector", routers.field_selector(c, resolver[i]), (resolver[i], *branches)),
-                              ("soft_conductor", routers.soft_conductor(c, resolver[i], checks[i]),
-                               (resolver[i], checks[i], *branches))):
+                              ("field_selector", routers.gated_router("field", c, sel, checks[i]),
+                               (sel.raw, checks[i], *branches)),
+                              ("soft_conductor", routers.gated_router("soft", c, com, checks[i]),
+                               (com.raw, checks[i], *branches))):
             decisions[name].append(r)
             errors[name].append(failure(*used))
     tick("routing")
-    clean = {(r.dataset, str(r.qid)): clean_evidence(r, cfg) for r in rows if r.regime == "TC_IC"}
-    pairs = sorted({(r.dataset, str(r.qid), r.question, d.answer) for m in METHODS
-                    for r, d, e in zip(rows, decisions[m], errors[m]) if e is None})
-    verdict_raw = many(judge, [user(prompts.judge_prompt(q, a, *clean.get((ds, qid), ([], None))))
-                               for ds, qid, q, a in pairs], budget.get("judge"))
-    verdicts = {p: parse_verdict(raw) + (raw,) for p, raw in zip(pairs, verdict_raw)}
-    judge_failed = {p: raw.reason for p, raw in zip(pairs, verdict_raw) if isinstance(raw, FailedReply)}
-    for m in METHODS:  # a failed verdict fails the rows it grades
-        errors[m] = [e or judge_failed.get((r.dataset, str(r.qid), r.question, d.answer))
-                     for r, d, e in zip(rows, decisions[m], errors[m])]
+    verdicts = judge_methods(judge, rows, decisions, errors, cfg)
     tick("judge")
     model_name = getattr(chat, "name", "")
     written = write_judged(rows, decisions, verdicts, errors, out, cfg.stack)
-    written += write_release(rows, decisions, errors, checks, resolver, out, cfg.stack, model_name)
+    parts = {"checks": checks, "triages": triages, "select": resolved[False], "compose": resolved[True]}
+    written += write_release(rows, decisions, errors, parts, out, cfg.stack, model_name)
     tick("write")
-    sent_images = sum(isinstance(c, list) for c in mm_content)
+    sent_images = sum(isinstance(c, list) for c in br.full_mm_content)
     return {"rows": len(rows), "questions": len({(r.dataset, str(r.qid)) for r in rows}), "files": written,
             "evidence": {"passages": cfg.passages, "words": cfg.words},
             "full_mm_input": ("pixels" if cfg.vision else "OCR text (text-only model)"),
             "images_sent": sent_images, "images_unloadable": len(rows) - sent_images if cfg.vision else 0,
             "image_size": cfg.image_size if cfg.vision else None, "parametric": cfg.parametric,
-            "parametric_requests": len(set(par_salts)) if par_salts else len({json.dumps(v["question"])
-                                                                                for v in views}),
+            "parametric_requests": br.parametric_requests,
             "budgets": budget,
-            "judge_calls": len(pairs), "unparsed_verdicts": sum(not v[2] for v in verdicts.values()),
+            "judge_calls": len(verdicts), "unparsed_verdicts": sum(not v[2] for v in verdicts.values()),
+            "unparsed": unparsed_counts(checks, triages, list(tt.values()), resolved, verdicts),
             "unparsed_decisions": {m: sum(not d.parsed for d in decisions[m]) for m in METHODS},
+            "distinct_decisions": {m: dict(Counter(d.route for d in decisions[m])) for m in METHODS[3:]},
+            "structured_output": structured_mode(chat),
             "failed_rows": {m: sum(e is not None for e in errors[m]) for m in METHODS},
             "failures": sorted({e for m in METHODS for e in errors[m] if e})[:20]}
+
+
+def unparsed_counts(checks, triages, text_trust, resolved, verdicts) -> dict:
+    """Replies that were not the asked-for JSON, per component (each falls back as documented and is counted;
+    a failed request is counted under failed_rows instead)."""
+    ok = {"self_check": [routers.self_check(r)[1] for r in checks if not isinstance(r, FailedReply)],
+          "triage": [routers.triage(r)[1] for r in triages if not isinstance(r, FailedReply)],
+          "text_trust": [routers.text_trust_state(r)[1] for r in text_trust if not isinstance(r, FailedReply)],
+          "resolver_select": [r.parsed for r in resolved[False] if r.raw],
+          "resolver_compose": [r.parsed for r in resolved[True] if r.raw],
+          "judge": [v[2] for v in verdicts.values() if v[3]]}
+    return {k: {"unparsed": sum(not x for x in v), "of": len(v)} for k, v in ok.items()}
+
+
+def structured_mode(chat) -> str:
+    """How structured replies were asked for: the report says it."""
+    if not getattr(chat, "takes_schema", False):
+        return "plain prompting (this model takes no schema)"
+    if getattr(chat, "schema_rejected", False):
+        return "plain prompting: the endpoint answered 400 to response_format (remembered for this run)"
+    return "guided decoding under the JSON schema" if hasattr(chat, "_guided") else "response_format json_schema"
 
 
 def clean_evidence(row: RegimeRow, cfg: BenchConfig) -> tuple[list[dict], dict]:
@@ -251,7 +322,7 @@ def write_judged(rows: Sequence[RegimeRow], decisions: dict, verdicts: dict, err
         by_dataset[r.dataset.lower()].append(i)
     for ds, idx in by_dataset.items():
         n_q = len({str(rows[i].qid) for i in idx})
-        for m in METHODS:
+        for m in decisions:
             path = out / "evaluation" / "judged" / stack / ds / f"{m}_{n_q}.judged.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w") as f:
