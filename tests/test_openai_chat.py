@@ -66,3 +66,36 @@ def test_budget_stops_cleanly_and_a_rerun_resumes(tmp_path):
         resumed = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "d.jsonl", concurrency=1)
         assert resumed.chat_many(REQUESTS[:20]) == [reply_for(m) for m in REQUESTS[:20]]
         assert resumed.usage.cached == spent and resumed.usage.calls == 20 - spent
+
+
+def test_a_schema_goes_out_as_response_format_and_a_400_to_it_falls_back_once(tmp_path):
+    from mmaudit.rag.evaluate import schemas
+
+    asks = [[{"role": "user", "content": f"gate {i}"}] for i in range(6)]
+    with LocalChatServer() as srv:  # an endpoint that decodes under a schema
+        chat = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "s.jsonl", concurrency=1)
+        chat.chat_many(asks, schema=schemas.SELF_CHECK)
+        fmt = [b.get("response_format") for b in srv.bodies]
+        assert len(fmt) == 6 and all(f["type"] == "json_schema" for f in fmt)
+        assert fmt[0]["json_schema"]["strict"] is True
+        assert fmt[0]["json_schema"]["schema"]["properties"]["decision"]["enum"] == ["TRUST", "FALLBACK"]
+        assert chat.usage.schema_fallbacks == 0 and not chat.schema_rejected
+    refuses = lambda body: 400 if "response_format" in body else None  # noqa: E731
+    with LocalChatServer(reject=refuses) as srv:  # one that answers 400 to it
+        chat = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "r.jsonl", concurrency=1)
+        replies = chat.chat_many(asks, schema=schemas.SELF_CHECK)
+        assert replies == [reply_for(m) for m in asks] and chat.schema_rejected
+        with_fmt = [b for b in srv.bodies if "response_format" in b]
+        assert len(with_fmt) == 1 and len(srv.bodies) == 7  # refused once, remembered: 6 plain requests
+        assert chat.usage.schema_fallbacks == 1 and chat.usage.failed == 0
+        chat.chat_many([[{"role": "user", "content": "judge 1"}]], schema=schemas.JUDGE)
+        assert len([b for b in srv.bodies if "response_format" in b]) == 1  # nothing sent with it again
+        # a fresh client (a rerun) learns it again from one refusal and reuses the plain replies it cached
+        rerun = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "r.jsonl", concurrency=1)
+        assert rerun.chat_many(asks, schema=schemas.SELF_CHECK) == replies and rerun.usage.calls == 0
+    other = lambda body: 400 if body["messages"][0]["content"] == "gate 2" else None  # noqa: E731
+    with LocalChatServer(reject=other) as srv:  # a 400 that is not about the schema fails that request only
+        chat = OpenAIChat("m", base_url=srv.base_url, concurrency=1, retries=1, backoff=0.01)
+        replies = chat.chat_many(asks, schema=schemas.SELF_CHECK)
+        assert replies[2] == "" and "400" in replies[2].reason and not chat.schema_rejected
+        assert all(r == reply_for(m) for i, (r, m) in enumerate(zip(replies, asks)) if i != 2)

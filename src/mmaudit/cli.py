@@ -256,7 +256,7 @@ def demo(
 def _register() -> None:
     from mmaudit.cli_audit import audit_app
     from mmaudit.cli_bench import bench_atomic, bench_judges, bench_kappa, bench_run
-    from mmaudit.cli_satr import bench_replay
+    from mmaudit.cli_satr import bench_ablate, bench_replay
 
     app.add_typer(audit_app, name="audit")
     bench_app.command("run")(bench_run)
@@ -264,6 +264,7 @@ def _register() -> None:
     bench_app.command("judges")(bench_judges)
     bench_app.command("kappa")(bench_kappa)
     bench_app.command("replay")(bench_replay)
+    bench_app.command("ablate")(bench_ablate)
 
 
 _register()

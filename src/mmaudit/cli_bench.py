@@ -9,6 +9,8 @@ import typer
 
 from mmaudit.cli_common import console, print_table, progress_bar, progress_callback
 
+EMBEDDED_LIMIT = 4  # questions the embedded model gets by default: 64 rows fit in minutes on 2 CPU cores
+
 
 def pct(x: float) -> str:
     return "n/a" if x != x else f"{100 * x:.1f}"
@@ -82,6 +84,84 @@ def parse_price(text: str | None) -> tuple[float, float]:
     return prompt, completion
 
 
+def mini_folder(folder: Path | None) -> Path:
+    """The benchmark folder; none: the bundled mini benchmark, built into runs/bench on first use."""
+    if folder is not None:
+        return folder
+    folder = Path("runs/bench")
+    if not list(folder.glob("*_qimg7_mm_regimes_*.jsonl")):
+        from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
+        from mmaudit.rag.build.mini import mini_inputs
+
+        build_benchmark(mini_inputs(), folder, BuildConfig())
+    return folder
+
+
+def stack_models(out: Path, spec: str | None, judge_spec: str | None, concurrency: int, cost: dict,
+                 max_tokens: str | None, judge=None):
+    """(chat, judge, stack name, budgets, evidence cut, notes) for 'MODEL@URL' (an endpoint) or None / 'embedded'
+    (the offline SmolLM2). ``judge`` (a model) overrides ``judge_spec``: one judge over several stacks."""
+    from mmaudit.models.embedded_chat import NOTICE, EmbeddedChat
+    from mmaudit.models.openai_chat import OpenAIChat
+    from mmaudit.rag.evaluate.run import EMBEDDED_BUDGET, ENDPOINT_BUDGET
+
+    cache = out / "calls.jsonl"
+    if spec and spec != "embedded":
+        model, _, url = spec.partition("@")
+        chat = OpenAIChat(model or "default", base_url=url or None, cache=cache, concurrency=concurrency, **cost)
+        notes, name, budgets, compact = [], (model or "default").replace("/", "_"), ENDPOINT_BUDGET, {}
+    else:
+        chat = EmbeddedChat(cache=cache)
+        compact = {"passages": 2, "words": 30}  # a 135M model on 2 cores: prompt prefill is the whole cost
+        notes, name, budgets = [NOTICE + " Evidence is cut to 2 passages of 30 words for it."], "embedded", \
+            EMBEDDED_BUDGET
+    if judge is None and judge_spec:
+        jm, _, jurl = judge_spec.partition("@")
+        judge = (EmbeddedChat(cache=cache) if jm == "embedded" else
+                 OpenAIChat(jm, base_url=jurl or (spec or "").partition("@")[2] or None, cache=cache,
+                            concurrency=concurrency, **cost))
+    return chat, judge or chat, name, parse_budgets(max_tokens, budgets), compact, notes
+
+
+def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], n_boot: int, seed: int,
+              budget: float | None, prices: tuple[float, float]) -> tuple[dict, list]:
+    """One stack: run, tables, summary.json's block. Raises typer.Exit(3) when the budget is spent."""
+    from mmaudit.models.chat import BudgetExceeded
+    from mmaudit.rag.evaluate.run import run_bench
+
+    try:
+        with progress_bar() as bar:
+            summary = run_bench(folder, chat, out, judge, cfg, progress=progress_callback(bar))
+    except BudgetExceeded as e:
+        console.print(f"[yellow]stopped: {e}[/yellow]")
+        raise typer.Exit(3) from None
+    notes = notes + [f"Full-MM input: {summary['full_mm_input']}"
+                     + (f", {summary['images_sent']} images sent at most {cfg.image_size} px"
+                        f" ({summary['images_unloadable']} not loadable: metadata only)" if cfg.vision else
+                        " (the model has no vision here)") + f"; Parametric generated {cfg.parametric}"
+                     f" ({summary['parametric_requests']} requests).",
+                     f"Structured outputs: {summary['structured_output']}"
+                     + (f"; judge: {structured_mode(judge)}" if judge is not chat else "") + "."]
+    usage = {"answer_model": chat.usage.as_dict()} | ({"judge_model": judge.usage.as_dict()} if judge is not chat
+                                                      else {})
+    tabs = bench_tables(out, cfg.stack, n_boot, seed)
+    unp = summary["unparsed"]
+    tabs.append(("Unparsed outputs per component (not the asked-for JSON; each falls back as documented)",
+                 ["component", "unparsed", "of"], [[k, str(v["unparsed"]), str(v["of"])] for k, v in unp.items()]))
+    tabs.append(("Distinct decisions per router (rows per final decision)", ["method", "distinct", "decisions"],
+                 [[m, str(len(d)), ", ".join(f"{k} {n}" for k, n in sorted(d.items()))]
+                  for m, d in summary["distinct_decisions"].items()]))
+    summary |= {"notes": notes, "usage": usage, "price_per_1k": list(prices), "budget": budget,
+                "judge": getattr(judge, "name", ""), "tables": [{"title": t, "head": h, "rows": r} for t, h, r in tabs]}
+    return summary, tabs
+
+
+def structured_mode(chat) -> str:
+    from mmaudit.rag.evaluate.run import structured_mode as mode
+
+    return mode(chat)
+
+
 def bench_run(
     folder: Path = typer.Option(None, help="A QIMG-7 folder (regime JSONL + images); default: build the bundled "
                                 "mini benchmark into runs/bench."),
@@ -89,6 +169,11 @@ def bench_run(
     endpoint: str = typer.Option(None, help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama, an API)."),
     model: str = typer.Option(None, help="Model name at the endpoint; none: the embedded SmolLM2 model."),
     judge_model: str = typer.Option(None, help="Judge model at the endpoint (default: the answer model)."),
+    judge: str = typer.Option(None, "--judge", help="A fixed judge 'MODEL@URL' apart from the generator "
+                              "('embedded' for the offline model): Table 3's protocol."),
+    stack: list[str] = typer.Option(None, "--stack", help="NAME=MODEL@URL, repeated: several generator/gate "
+                                    "stacks in one run, all graded by --judge ('NAME=embedded' for the offline "
+                                    "model). One block per stack."),
     concurrency: int = typer.Option(8, help="Concurrent requests to the endpoint."),
     vision: bool = typer.Option(False, help="Full-MM sends the image's pixels (the endpoint's model sees images); "
                                 "without it a text-only model gets the image's OCR text."),
@@ -105,71 +190,64 @@ def bench_run(
     seed: int = typer.Option(0),
 ) -> None:
     """Branches (Parametric, Text-only, Full-MM), defences, blinded judge; main and diagnostic tables."""
-    from mmaudit.models.chat import BudgetExceeded
-    from mmaudit.models.embedded_chat import NOTICE, EmbeddedChat
-    from mmaudit.models.openai_chat import OpenAIChat
-    from mmaudit.rag.evaluate.run import EMBEDDED_BUDGET, ENDPOINT_BUDGET, PARAMETRIC_MODES, BenchConfig, run_bench
+    from mmaudit.rag.evaluate.run import PARAMETRIC_MODES, BenchConfig
+    from mmaudit.report.markdown import md_table
 
     if parametric not in PARAMETRIC_MODES:
         raise typer.BadParameter(f"--parametric must be one of {PARAMETRIC_MODES}")
-    if folder is None:
-        folder = Path("runs/bench")
-        if not list(folder.glob("*_qimg7_mm_regimes_*.jsonl")):
-            from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
-            from mmaudit.rag.build.mini import mini_inputs
-
-            build_benchmark(mini_inputs(), folder, BuildConfig())
+    folder = mini_folder(folder)
     out.mkdir(parents=True, exist_ok=True)
-    compact: dict = {}
     prices = parse_price(price)
-    if model or endpoint:
-        cost = {"price_per_1k": prices, "budget": budget}
-        chat = OpenAIChat(model or "default", base_url=endpoint, cache=out / "calls.jsonl", concurrency=concurrency,
-                          **cost)
-        judge = OpenAIChat(judge_model, base_url=endpoint, cache=out / "calls.jsonl", concurrency=concurrency,
-                           **cost) if judge_model else chat
-        notes, stack, budgets = [], (model or "default").replace("/", "_"), parse_budgets(max_tokens, ENDPOINT_BUDGET)
+    cost = {"price_per_1k": prices, "budget": budget}
+    if stack:
+        specs = []
+        for item in stack:
+            name, sep, spec = item.partition("=")
+            if not sep or not name.strip():
+                raise typer.BadParameter(f"--stack {item!r}: expected NAME=MODEL@URL or NAME=embedded")
+            specs.append((name.strip(), spec.strip()))
     else:
-        chat = judge = EmbeddedChat(cache=out / "calls.jsonl")
-        compact = {"passages": 2, "words": 30}  # a 135M model on 2 cores: prompt prefill is the whole cost
-        notes, stack = [NOTICE + " Evidence is cut to 2 passages of 30 words for it."], "embedded"
-        budgets = parse_budgets(max_tokens, EMBEDDED_BUDGET)
-    cfg = BenchConfig(stack=stack, limit=limit, vision=vision, image_size=image_size, image_detail=image_detail,
-                      parametric=parametric, budgets=budgets, **compact)
-    try:
-        with progress_bar() as bar:
-            summary = run_bench(folder, chat, out, judge, cfg, progress=progress_callback(bar))
-    except BudgetExceeded as e:
-        console.print(f"[yellow]stopped: {e}[/yellow]")
-        raise typer.Exit(3) from None
-    notes.append(f"Full-MM input: {summary['full_mm_input']}"
-                 + (f", {summary['images_sent']} images sent at most {image_size} px"
-                    f" ({summary['images_unloadable']} not loadable: metadata only)" if vision else
-                    " (the model has no vision here)") + f"; Parametric generated {parametric}"
-                 f" ({summary['parametric_requests']} requests).")
-    usage = {"answer_model": chat.usage.as_dict()} | ({"judge_model": judge.usage.as_dict()} if judge is not chat
-                                                      else {})
-    tabs = bench_tables(out, stack, n_boot, seed)
-    summary |= {"notes": notes, "usage": usage, "price_per_1k": list(prices), "budget": budget,
-                "tables": [{"title": t, "head": h, "rows": r} for t, h, r in tabs]}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    failed = sum(summary["failed_rows"].values())
-    spent = sum(u["cost"] for u in usage.values())
-    tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage.values())
-    lines = ["# QIMG-7 run", "", *notes, "", f"{summary['rows']} rows, {summary['questions']} questions; judge calls "
-             f"{summary['judge_calls']}, unparsed verdicts {summary['unparsed_verdicts']} (scored uncertain).",
-             "", f"Failed requests: {failed} method-rows left unscored "
-             + (", ".join(f"{m} {n}" for m, n in summary["failed_rows"].items() if n) or "(none)") + ".",
-             "", f"Usage: {tokens} tokens, cost {spent:.4f}" + (f" (budget {budget})" if budget else "") + "."]
-    for title, head, rows in tabs:
-        print_table(title, head, rows, left=("method",))
-        lines += ["", f"## {title}", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        specs = [(None, f"{model or 'default'}@{endpoint or ''}" if (model or endpoint) else None)]
+    fixed_judge = None
+    if stack and judge:
+        fixed_judge = stack_models(out, judge, None, concurrency, cost, max_tokens)[0]
+    blocks = {}
+    for name, spec in specs:
+        chat, judge_chat, default_name, budgets, compact, notes = stack_models(
+            out, spec, judge or (f"{judge_model}@{endpoint or ''}" if judge_model else None), concurrency, cost,
+            max_tokens, fixed_judge)
+        if compact and limit is None:
+            notes = notes + [f"The embedded model runs the first {EMBEDDED_LIMIT} questions by default (--limit N "
+                             "for more): 16 regimes each, on 2 CPU cores in minutes."]
+        cfg = BenchConfig(stack=name or default_name, vision=vision, image_size=image_size,
+                          limit=limit if limit is not None or not compact else EMBEDDED_LIMIT,
+                          image_detail=image_detail, parametric=parametric, budgets=budgets, **compact)
+        blocks[cfg.stack] = run_stack(folder, out, chat, judge_chat, cfg, notes, n_boot, seed, budget, prices)
+    lines = [f"# QIMG-7 run ({len(blocks)} stack{'s' if len(blocks) > 1 else ''}"
+             + (f", one judge: {next(iter(blocks.values()))[0]['judge']}" if len(blocks) > 1 else "") + ")"]
+    for name, (summary, tabs) in blocks.items():
+        failed = sum(summary["failed_rows"].values())
+        usage = summary["usage"]
+        spent = sum(u["cost"] for u in usage.values())
+        tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage.values())
+        console.rule(f"stack {name}")
+        lines += ["", f"# Stack {name}", "", *summary["notes"], "",
+                  f"{summary['rows']} rows, {summary['questions']} questions; judge calls {summary['judge_calls']}, "
+                  f"unparsed verdicts {summary['unparsed_verdicts']} (scored uncertain).",
+                  "", f"Failed requests: {failed} method-rows left unscored "
+                  + (", ".join(f"{m} {n}" for m, n in summary["failed_rows"].items() if n) or "(none)") + ".",
+                  "", f"Usage: {tokens} tokens, cost {spent:.4f}" + (f" (budget {budget})" if budget else "") + "."]
+        for title, head, rows in tabs:
+            print_table(title, head, rows, left=("method", "component"))
+            lines += md_table(title, head, rows)
+        for n in summary["notes"]:
+            console.print(f"[yellow]{n}[/yellow]")
+        if failed:
+            console.print(f"[yellow]{failed} method-rows failed (see summary.json 'failures'); the run completed"
+                          "[/yellow]")
+    only = next(iter(blocks.values()))[0] if len(blocks) == 1 else {"stacks": {n: b[0] for n, b in blocks.items()}}
+    (out / "summary.json").write_text(json.dumps(only, indent=2))
     (out / "report.md").write_text("\n".join(lines) + "\n")
-    for n in notes:
-        console.print(f"[yellow]{n}[/yellow]")
-    if failed:
-        console.print(f"[yellow]{failed} method-rows failed (see summary.json 'failures'); the run completed[/yellow]")
     console.print(f"judged files under {out / 'evaluation'}; report {out / 'report.md'}")
 
 

@@ -22,6 +22,7 @@ from mmaudit.store import RunStore, key_of
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MAX_PROMPT = 1536  # tokens
+GUIDED_BATCH = 8  # replies decoded in lockstep under guided decoding
 NOTICE = ("Embedded default model (SmolLM2-135M-Instruct, text only; images bridged as OCR text + metadata): "
           "this run demonstrates the pipeline offline; its scores are not a measurement.")
 
@@ -66,15 +67,14 @@ class EmbeddedChat:
 
     def chat_many(self, requests: list[Sequence[Message]], max_new_tokens: int | None = None,
                   salts: Sequence[str] | None = None, schema: dict | None = None) -> list[str]:
-        """Replies in request order; a ``salt`` makes an otherwise identical request a call of its own. With
-        a ``schema`` the reply is decoded under it (valid JSON by construction; ``max_new_tokens`` then bounds
-        the free-text fields)."""
-        n_new = max_new_tokens or self.max_new_tokens
-        keys = [self.request_key(m, n_new, schema) if not salt
-                else key_of(base=self.request_key(m, n_new, schema), salt=salt)
-                for m, salt in zip(requests, salts or [""] * len(requests))]
+        """Replies in request order. With a ``schema`` the reply is decoded under it (valid JSON by
+        construction; ``max_new_tokens`` then bounds the free-text fields). Salts are accepted and ignored:
+        greedy decoding gives a request one reply."""
+        n_new = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        # decoding is greedy: a salt cannot change a reply, so identical requests are computed once
+        keys = [self.request_key(m, n_new, schema) for m in requests]
         have = {k: self.store.get(k) for k in keys} if self.store is not None else {}
-        todo = {k: m for k, m in zip(keys, requests) if not have.get(k)}
+        todo = {k: m for k, m in zip(keys, requests) if not have.get(k)}  # duplicates computed once
         self.usage.cached += len(keys) - len(todo)
         replies: dict[str, str] = {k: r["reply"] for k, r in have.items() if r}
         items = list(todo.items())
@@ -98,14 +98,12 @@ class EmbeddedChat:
         return [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in plain]
 
     def _guided(self, requests: list[Sequence[Message]], budget: int, schema: dict) -> list[str]:
-        from mmaudit.models.guided import GuidedDecoder
+        from mmaudit.models.guided import BatchDecoder
 
         tok, model = self._load()
-        out = []
-        for text in self._prompts(requests):
-            ids = tok(text).input_ids[-MAX_PROMPT:]  # keep the end: the instruction and the reply format
-            out.append(GuidedDecoder(model, tok, ids).fill(schema["schema"], budget))
-        return out
+        ids = [tok(t).input_ids[-MAX_PROMPT:] for t in self._prompts(requests)]  # keep the end: the instruction
+        return [reply for i in range(0, len(ids), GUIDED_BATCH)
+                for reply in BatchDecoder(model, tok, ids[i:i + GUIDED_BATCH]).fill(schema["schema"], budget)]
 
     def _generate(self, requests: list[Sequence[Message]], max_new_tokens: int) -> list[str]:
         tok, model = self._load()

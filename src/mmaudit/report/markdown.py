@@ -27,7 +27,7 @@ def _cell(text: str) -> str:
     return html.escape(" ".join(str(text).split())).replace("|", "\\|")
 
 
-def _md_table(title: str, head: list[str], rows: list[list[str]]) -> list[str]:
+def md_table(title: str, head: list[str], rows: list[list[str]]) -> list[str]:
     return ["", f"## {html.escape(title)}", "", "| " + " | ".join(_cell(h) for h in head) + " |",
             "|" + " --- |" * len(head)] + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
 
@@ -38,7 +38,7 @@ def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Pa
     if summary.get("schedule") == "union":
         lines += ["", UNION_NOTE]
     for title, head, rows in all_tables(summary):
-        lines += _md_table(title, head, rows)
+        lines += md_table(title, head, rows)
     if summary["ranking"]:
         rk = summary["ranking"]
         lines += ["", f"End-PGD vs R+ ranking over {rk['n_models']} models: Spearman rho {rk['spearman_rho']:.3f}, "

@@ -35,7 +35,7 @@ COMPONENTS = ("answer", "gate", "resolver", "judge")
 # ~104 tokens, a long-form answer several hundred); the embedded 135M model on 2 cores gets short ones.
 ENDPOINT_BUDGET = {"answer": 512, "gate": 256, "resolver": 768, "judge": 256}
 # Under guided decoding a label costs no budget: the embedded budgets bound the free text (reasons, final_answer).
-EMBEDDED_BUDGET = {"answer": 40, "gate": 4, "resolver": 24, "judge": 4}
+EMBEDDED_BUDGET = {"answer": 40, "gate": 0, "resolver": 6, "judge": 0}
 
 
 
@@ -68,7 +68,7 @@ def many(chat, requests: list[list[dict]], budget: int | None = None, salts: lis
     if not hasattr(chat, "chat_many"):
         return [chat.chat(m) for m in requests]
     kw: dict = {"salts": salts} if salts is not None else {}
-    if getattr(chat, "takes_budget", False) and budget:
+    if getattr(chat, "takes_budget", False) and budget is not None:
         kw["max_new_tokens"] = budget
     if schema is not None and getattr(chat, "takes_schema", False):
         kw["schema"] = schema
