@@ -5,6 +5,7 @@ import base64
 import hashlib
 import io
 import json
+import re
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ from mmaudit.models.chat import image_parts, text_content  # noqa: E402
 from mmaudit.models.local_server import LocalChatServer  # noqa: E402
 from mmaudit.models.openai_chat import OpenAIChat  # noqa: E402
 
-FULL_MM = "Retrieved image evidence:\ntitle="  # only the Full-MM branch renders the image's metadata there
+FULL_MM = re.compile(r"IMAGE EVIDENCE METADATA:\nTitle: \S")  # only Full-MM's image fields are not blank
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +47,8 @@ def test_full_mm_sends_pixels_and_nothing_else_does(mini, tmp_path):
     bodies = [b for b in srv.bodies]
     content = [b["messages"][-1]["content"] for b in bodies]
     with_images = [c for c in content if image_parts(c)]
-    assert with_images and all(FULL_MM in text_content(c) for c in with_images)
-    assert not any(image_parts(c) for c in content if FULL_MM not in text_content(c))  # gates, resolver, judge
+    assert with_images and all(FULL_MM.search(text_content(c)) for c in with_images)
+    assert not any(image_parts(c) for c in content if not FULL_MM.search(text_content(c)))  # gates, resolver, judge
     assert s["images_sent"] == len(rows) and s["full_mm_input"] == "pixels"
     for qid in {r.qid for r in rows}:
         mine = [r for r in rows if r.qid == qid]
@@ -73,13 +74,14 @@ def test_the_judge_sees_clean_text_and_clean_image_metadata_only(mini, tmp_path)
     with LocalChatServer() as srv:
         run_bench(mini, OpenAIChat("m", base_url=srv.base_url), tmp_path, cfg=BenchConfig(stack="j"))
     judge = [text_content(b["messages"][-1]["content"]) for b in srv.bodies
-             if text_content(b["messages"][-1]["content"]).startswith("You are grading")]
+             if text_content(b["messages"][-1]["content"]).startswith("You grade factuality")]
     clean = {r.qid: r for r in rows if r.regime == "TC_IC"}
     polluted_alt = {r.image_evidence.alt_text for r in rows if r.regime.endswith("caption_flip")}
     for p in judge:
         r = next(c for c in clean.values() if c.question in p)
         im = r.image_evidence
-        assert f"title={im.title} alt_text={im.alt_text} page_url={im.page_url}" in p
+        assert f"TRUSTED CLEAN IMAGE EVIDENCE:\nTitle: {im.title}\nAlt text / caption: {im.alt_text}" in p
+        assert not im.page_url or f"Source page: {im.page_url}" in p
         assert all(t.snippet in p for t in r.text_evidence)
         assert not any(a in p for a in polluted_alt - {im.alt_text})
         assert "data:image" not in p
@@ -92,7 +94,7 @@ def test_parametric_per_row_makes_one_request_per_row(mini, tmp_path):
         with LocalChatServer() as srv:
             s = run_bench(mini, OpenAIChat("m", base_url=srv.base_url), tmp_path / mode,
                           cfg=BenchConfig(stack=mode, parametric=mode))
-        counts[mode] = sum("Retrieved text evidence:\n(none)" in text_content(b["messages"][-1]["content"])
+        counts[mode] = sum("TEXT EVIDENCE:\n\n" in text_content(b["messages"][-1]["content"])
                            for b in srv.bodies)
         assert s["parametric"] == mode
     assert counts == {"per-row": len(rows), "per-question": len({r.qid for r in rows})}
@@ -166,3 +168,77 @@ def test_channel_isolation_and_route_accuracy_by_hand():
     assert ra["composer"]["d"] == 0.5  # a composed answer is never the oracle's branch
     assert route_accuracy(per, ties="first")["composer"]["d"] == 0.0  # tie broken to Parametric: T misses
     assert "parametric" not in ra
+
+
+def _component(text: str) -> str:
+    for start, name in (("You are a retrieval trust gate.\nQuestion", "gate"), ("You are a source-aware", "resolver"),
+                        ("You grade factuality", "judge"), ("You are a text-evidence", "text_trust"),
+                        ("Answer the question", "answer")):
+        if text.startswith(start):
+            return name
+    return "?"
+
+
+def test_structured_requests_carry_a_json_schema_and_a_refusal_falls_back_once(mini, tmp_path):
+    with LocalChatServer() as srv:
+        s = run_bench(mini, OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "a.jsonl"), tmp_path / "a",
+                      cfg=BenchConfig(stack="a"))
+    names = {}
+    for b in srv.bodies:
+        comp = _component(text_content(b["messages"][-1]["content"]))
+        fmt = b.get("response_format")
+        names.setdefault(comp, set()).add(fmt["json_schema"]["name"] if fmt else None)
+        if fmt:
+            assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    assert names["answer"] == {None}  # free text: no schema
+    assert names["gate"] == {"self_check", "triage"} and names["text_trust"] == {"text_trust"}
+    assert names["resolver"] == {"resolver_select", "resolver_compose"} and names["judge"] == {"judge"}
+    assert s["structured_output"] == "response_format json_schema"
+    # the echo server's replies are not JSON: every component counts them, and each falls back as documented
+    assert s["unparsed"]["judge"]["unparsed"] == s["unparsed"]["judge"]["of"] > 0
+    assert s["distinct_decisions"]["field_selector"] == {"FALLBACK": s["rows"]}
+    refuses = lambda body: 400 if "response_format" in body else None  # noqa: E731
+    with LocalChatServer(reject=refuses) as srv:
+        chat = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "b.jsonl", concurrency=1)
+        s = run_bench(mini, chat, tmp_path / "b", cfg=BenchConfig(stack="b"))
+    refused = [b for b in srv.bodies if "response_format" in b]
+    assert len(refused) == 1 and chat.usage.schema_fallbacks == 1 and chat.schema_rejected
+    assert sum(s["failed_rows"].values()) == 0 and s["structured_output"].startswith("plain prompting")
+
+
+def _json_server(srv_answer):
+    """Replies in each component's JSON, so the routers have real decisions to make."""
+    def answer(body):
+        p = text_content(body["messages"][-1]["content"])
+        comp = _component(p)
+        if comp == "gate":
+            return json.dumps({"decision": "TRUST" if "TRUST" in p else "TEXT_ONLY", "reason": ""})
+        if comp == "text_trust":
+            return json.dumps({"text_reliability": "trustworthy", "reason": ""})
+        if comp == "resolver":
+            return json.dumps({"text_reliability": "trustworthy", "decision": "TEXT_ONLY", "final_answer": ""})
+        if comp == "judge":
+            return json.dumps({"label": srv_answer, "score": 1.0, "reason": ""})
+        return "an answer"
+    return answer
+
+
+def test_cross_stack_runs_every_stack_under_one_fixed_judge(mini, tmp_path):
+    with LocalChatServer(answer=_json_server("supported")) as a, \
+            LocalChatServer(answer=_json_server("supported")) as b, \
+            LocalChatServer(answer=_json_server("partially_supported")) as judge:
+        res = CliRunner().invoke(app, ["bench", "run", "--folder", str(mini), "--out", str(tmp_path),
+                                       "--stack", f"alpha=m1@{a.base_url}", "--stack", f"beta=m2@{b.base_url}",
+                                       "--judge", f"j@{judge.base_url}", "--n-boot", "20"])
+        assert res.exit_code == 0, res.output
+        for srv in (a, b):  # the stacks' servers never judge; the judge server only judges
+            assert not any(_component(text_content(x["messages"][-1]["content"])) == "judge" for x in srv.bodies)
+        assert {_component(text_content(x["messages"][-1]["content"])) for x in judge.bodies} == {"judge"}
+    report = (tmp_path / "report.md").read_text()
+    assert "# Stack alpha" in report and "# Stack beta" in report and "one judge: openai:j" in report
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary["stacks"]) == {"alpha", "beta"}
+    for name in ("alpha", "beta"):
+        main = summary["stacks"][name]["tables"][0]
+        assert all(r[1].startswith("50.0") for r in main["rows"])  # every answer partially supported
+        assert (tmp_path / "evaluation" / "judged" / name).is_dir()

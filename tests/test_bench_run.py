@@ -13,8 +13,8 @@ from mmaudit.rag.evaluate.score import judged_rows, main_table
 
 def scripted(messages):
     p = messages[-1]["content"]
-    if p.startswith("You are grading"):
-        answer = p.split("Answer to grade:\n", 1)[1].split("\n", 1)[0]
+    if p.startswith("You grade factuality"):
+        answer = p.split("MODEL ANSWER:\n", 1)[1].split("\n", 1)[0]
         return json.dumps({"label": "supported" if answer.startswith("T") else "unsupported"})
     if p.startswith("You are a text-evidence reliability gate"):
         return json.dumps({"text_reliability": "suspicious" if "Contrary" in p else "trustworthy"})
@@ -24,7 +24,7 @@ def scripted(messages):
         return json.dumps({"decision": "TRUST"})
     if "retrieval trust gate" in p:
         return "no json here"  # the triage gate misbehaves: recorded, treated as FALLBACK
-    if "Retrieved text evidence:\n(none)" in p:
+    if "TEXT EVIDENCE:\n\n" in p:
         return "P: parametric answer"
     return "T: evidence answer" if "image text (OCR)" not in p else "M: multimodal answer"
 
@@ -69,3 +69,19 @@ def test_bench_run_command_writes_tables_and_report(mini, tmp_path):
         assert title in res.output
     report = (tmp_path / "report.md").read_text()
     assert "unparsed verdicts" in report and "Main table" in report
+
+
+def test_a_runs_choices_replay_to_the_same_decisions(mini, tmp_path):
+    """The choices a run writes are the release's layout: replaying them recomputes every decision, and
+    they all agree (the resolvers re-read from their raw replies, the gates from theirs)."""
+    from mmaudit.rag.evaluate.replay import replay
+
+    run_bench(mini, ScriptedChat(scripted), tmp_path, cfg=BenchConfig(stack="scripted"))
+    choices = tmp_path / "evaluation" / "choices" / "scripted" / "mini"
+    assert {p.name.split("_3.")[0] for p in choices.glob("*.choices.jsonl")} >= {
+        "selfcheck_gate", "triage_gate", "cascaded_router", "source_aware_selector", "source_aware_conductor",
+        "field_selector", "soft_conductor"}
+    res = replay(tmp_path, tmp_path / "replayed")
+    agreement = res["agreement"]["scripted/mini"]
+    assert set(agreement) >= {"field_selector", "soft_conductor", "cascaded_router", "source_aware_selector"}
+    assert all(a["agree"] == a["of"] == 48 for a in agreement.values()), agreement

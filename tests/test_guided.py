@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mmaudit.models.guided import BatchDecoder  # noqa: E402
+from mmaudit.rag.build.text_pollution import reply_schema  # noqa: E402
 from mmaudit.rag.evaluate import schemas  # noqa: E402
 from mmaudit.rag.evaluate.judge_labels import parse_verdict  # noqa: E402
 from mmaudit.rag.evaluate.routers import Candidates, parse_json, resolve, self_check, triage  # noqa: E402
@@ -55,7 +56,7 @@ def _conforms(value, schema) -> bool:
 
 ALL = [schemas.SELF_CHECK, schemas.TRIAGE, schemas.TEXT_TRUST, schemas.JUDGE, schemas.CLAIMS,
        schemas.resolver(False), schemas.resolver(True), schemas.resolver(False, {"text_reliability"}),
-       schemas.polluter("Conflicting")]
+       reply_schema("Conflicting")]
 
 
 @pytest.mark.parametrize("schema", ALL, ids=lambda s: s["name"])

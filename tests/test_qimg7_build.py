@@ -129,7 +129,7 @@ def test_families_are_preassigned_by_seed_and_the_llm_must_return_that_family():
     chat = ScriptedChat(["not json", json.dumps({"type": "Fabricated", "polluted": "x", "rationale": "y"}), ok])
     res = LLMPolluter(chat, retries=3)("q?", "t", "The tower is 330 metres tall.", "Misleading")
     assert res.family == "Misleading" and res.attempts == 3 and "Strict JSON" in chat.calls[0][1]["content"]
-    with pytest.raises(PollutionFailed, match="not JSON"):
+    with pytest.raises(PollutionFailed, match="no JSON object"):
         LLMPolluter(ScriptedChat(["{broken"]), retries=2)("q?", "t", "p", "Conflicting")
 
 
@@ -191,7 +191,7 @@ def test_bad_input_is_recorded_and_never_stops_the_build(tmp_path):
     assert reasons["m3"] == "no text evidence" and "not JSON" in reasons["q.jsonl:4"]
     assert s["counts"]["final"] == 3
     s2 = build_benchmark(good, tmp_path / "llm", BuildConfig(polluter=bad_llm, patch_steps=4, style_steps=4))
-    assert s2["counts"]["final"] == 0 and all("not JSON" in d["reason"] for d in s2["drops"])
+    assert s2["counts"]["final"] == 0 and all("no JSON object" in d["reason"] for d in s2["drops"])
     assert (tmp_path / "llm" / "drops.csv").read_text().count("\n") == 4
 
 

@@ -24,7 +24,7 @@ def decompose_and_judge(messages):
     if p.startswith("Split the answer"):
         answer = p.split("Answer: ", 1)[1]
         return "\n".join(f"{i}. {c.strip()}" for i, c in enumerate(answer.split("."), 1) if c.strip())
-    claim = p.split("Answer to grade:\n", 1)[1].split("\n", 1)[0]
+    claim = p.split("MODEL ANSWER:\n", 1)[1].split("\n", 1)[0]
     return json.dumps({"label": {"alpha": "supported", "beta": "uncertain"}.get(claim, "unsupported")})
 
 

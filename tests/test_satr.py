@@ -6,6 +6,7 @@ import pytest
 from mmaudit.rag.build.records import REGIMES
 from mmaudit.rag.evaluate.score import clustered_bootstrap
 
+
 def _rows(method_scores: dict[str, dict[str, float]], dataset="D") -> dict:
     """method -> {qid: (tc, tp)} as 16 regime rows per question."""
     per = {}

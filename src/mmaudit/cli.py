@@ -138,6 +138,8 @@ def bench_score(
     as_json: bool = typer.Option(False, "--json", help="Print the main table as JSON."),
     n_boot: int = typer.Option(10_000, help="Question-clustered paired bootstrap replicates (0: no CIs)."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
+    tables: bool = typer.Option(False, "--tables", help="Also the diagnostic tables: attack family x method "
+                                "(G.3), channel isolation (G.4), decisions, route accuracy (G.10)."),
 ) -> None:
     """Main table (TC, TP, Drop, Balanced; macro over datasets) from judged files, with bootstrap CIs."""
     from mmaudit.rag.evaluate.score import clustered_bootstrap, judged_rows, main_table
@@ -168,6 +170,12 @@ def bench_score(
     for pair, d in boot["deltas"].items():
         console.print(f"paired delta {pair}: " + ", ".join(
             f"{k} {100 * d[k][0]:+.1f} [{100 * d[k][1]:+.1f}, {100 * d[k][2]:+.1f}]" for k in ("tc", "tp", "balanced")))
+    if tables:
+        from mmaudit.cli_bench import bench_tables
+        from mmaudit.cli_common import print_table
+
+        for title, head, body in bench_tables(judged, stack, 0, seed)[1:]:
+            print_table(title, head, body, left=("method",))
 
 
 @bench_app.command("build")

@@ -7,6 +7,8 @@ concurrent) plugs in behind the same ``ChatModel`` protocol.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -42,6 +44,23 @@ def image_parts(content) -> list[str]:
     if isinstance(content, str):
         return []
     return [p["image_url"]["url"] for p in content or [] if isinstance(p, dict) and p.get("type") == "image_url"]
+
+
+def parse_json(text) -> dict | None:
+    """The JSON object in a model reply: the whole reply (code fences removed), else the span from its first
+    '{' to its last '}'; None when neither is a JSON object."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    s = re.sub(r"^```(?:json)?", "", text.strip(), flags=re.IGNORECASE).strip()
+    s = re.sub(r"```$", "", s).strip()
+    for cand in (s, s[s.find("{"): s.rfind("}") + 1] if "{" in s else ""):
+        try:
+            data = json.loads(cand)
+        except (json.JSONDecodeError, ValueError, RecursionError):
+            continue
+        if isinstance(data, dict):
+            return data
+    return None
 
 
 @runtime_checkable

@@ -16,14 +16,13 @@ places and people for others, and negates or reframes, by family.
 
 from __future__ import annotations
 
-import json
 import re
 import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmaudit.models.chat import ChatModel
+from mmaudit.models.chat import ChatModel, parse_json
 from mmaudit.rag.build.records import TEXT_FAMILIES
 
 E7_SYSTEM = "You are an adversarial data generator for robustness testing."
@@ -65,14 +64,21 @@ class PollutionFailed(ValueError):
     """The generator never produced a valid passage of the preassigned family."""
 
 
-def parse_reply(reply: str, family: str) -> tuple[str, str]:
-    """Strict JSON with type/polluted/rationale, the type equal to ``family``; else ValueError saying why."""
-    try:
-        data = json.loads(reply.strip())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"not JSON ({e.msg})") from None
-    if not isinstance(data, dict):
-        raise ValueError("JSON is not an object")
+def reply_schema(family: str) -> dict:
+    """E.7's reply as a JSON Schema (an endpoint's response_format, the embedded model's guided decoding),
+    its type fixed to the preassigned family."""
+    props = {"type": {"type": "string", "enum": [family]}, "polluted": {"type": "string"},
+             "rationale": {"type": "string"}}
+    return {"name": "text_pollution", "schema": {"type": "object", "properties": props, "required": list(props),
+                                                 "additionalProperties": False}}
+
+
+def parse_reply(reply, family: str) -> tuple[str, str]:
+    """A JSON object with type/polluted/rationale (fences or chatter around it tolerated), the type equal to
+    ``family``; else ValueError saying why."""
+    data = parse_json(reply)
+    if data is None:
+        raise ValueError("no JSON object in the reply")
     missing = [k for k in ("type", "polluted", "rationale") if not isinstance(data.get(k), str) or not data[k].strip()]
     if missing:
         raise ValueError(f"missing or empty keys {missing}")
@@ -86,6 +92,11 @@ class LLMPolluter:
     model: ChatModel
     retries: int = 3
 
+    def _ask(self, messages: list[dict], family: str) -> str:
+        if getattr(self.model, "takes_schema", False):
+            return self.model.chat_many([messages], schema=reply_schema(family))[0]
+        return self.model.chat(messages)
+
     def __call__(self, question: str, title: str, passage: str, family: str) -> Pollution:
         messages = [{"role": "system", "content": E7_SYSTEM},
                     {"role": "user", "content": E7_PROMPT.format(question=question, title=title, passage=passage,
@@ -93,7 +104,7 @@ class LLMPolluter:
         errors = []
         for attempt in range(1, self.retries + 1):
             try:
-                polluted, rationale = parse_reply(self.model.chat(messages), family)
+                polluted, rationale = parse_reply(self._ask(messages, family), family)
                 return Pollution(family, polluted, rationale, f"llm:{self.model.name}", attempt)
             except ValueError as e:
                 errors.append(str(e))
@@ -125,6 +136,11 @@ class RulePolluter:
 
     swaps: list[str] = field(default_factory=lambda: list(SWAPS))
     min_facts: int = MIN_FACTS
+
+    def _ask(self, messages: list[dict], family: str) -> str:
+        if getattr(self.model, "takes_schema", False):
+            return self.model.chat_many([messages], schema=reply_schema(family))[0]
+        return self.model.chat(messages)
 
     def __call__(self, question: str, title: str, passage: str, family: str) -> Pollution:
         for attempt, wide in enumerate((False, True), 1):

@@ -11,15 +11,16 @@ from collections import defaultdict
 
 import numpy as np
 
+from mmaudit.rag.evaluate import schemas
 from mmaudit.rag.evaluate.judge_labels import parse_verdict
 from mmaudit.rag.evaluate.prompts import judge_prompt
+from mmaudit.rag.evaluate.routers import parse_json
 from mmaudit.rag.evaluate.run import many, user
 from mmaudit.rag.evaluate.score import LABEL_SCORES
 
 ATOMIC_SCORES = {"supported": 1.0, "partially_supported": 0.5, "unsupported": 0.0, "uncertain": 0.0}
-DECOMPOSE = """Split the answer below into atomic factual claims: single verifiable propositions, one per line, \
-numbered 1., 2., ... Keep every date, entity, place, number and causal claim exactly as written. Output only the \
-numbered claims.
+DECOMPOSE = """Split the answer below into atomic factual claims: single verifiable propositions. Keep every \
+date, entity, place, number and causal claim exactly as written. Return JSON only: {{"claims": ["...", "..."]}}
 
 Question: {question}
 Answer: {answer}"""
@@ -38,8 +39,13 @@ def sample_questions(per: dict[str, dict[str, list[dict]]], per_dataset: int, se
     return out
 
 
-def parse_claims(text: str) -> list[str]:
-    return [m.group(1).strip() for m in re.finditer(r"^\s*\d+[.)]\s*(.+)$", text or "", re.MULTILINE)]
+def parse_claims(text) -> list[str]:
+    """The ``claims`` list of the JSON reply; a plain numbered list ("1. ...") is read too."""
+    d = parse_json(text)
+    if d is not None and isinstance(d.get("claims"), list):
+        return [c.strip() for c in d["claims"] if isinstance(c, str) and c.strip()]
+    return [m.group(1).strip() for m in re.finditer(r"^\s*\d+[.)]\s*(.+)$", text if isinstance(text, str) else "",
+                                                   re.MULTILINE)]
 
 
 def _score_table(scores: dict[str, dict[str, list[tuple[str, float]]]]) -> dict[str, dict[str, float]]:
@@ -64,12 +70,13 @@ def atomic_audit(per: dict, clean: dict[tuple, list[dict]], chat, judge=None, pe
              if (ds, str(r["qid"])) in chosen]
     # keyed by (dataset, qid): released qids repeat across datasets, and each must meet its own evidence
     answers = sorted({(ds, str(r["qid"]), r.get("question", ""), r["answer"]) for _, ds, r in items})
-    decomposed = many(chat, [user(DECOMPOSE.format(question=q, answer=a)) for _, _, q, a in answers])
+    decomposed = many(chat, [user(DECOMPOSE.format(question=q, answer=a)) for _, _, q, a in answers],
+                      schema=schemas.CLAIMS)
     claims = {k: parse_claims(t) for k, t in zip(answers, decomposed)}
     claim_jobs = sorted({(ds, qid, c) for (ds, qid, _, _), cl in claims.items() for c in cl})
     question_of = {(ds, qid): q for ds, qid, q, _ in answers}
     raw = many(judge, [user(judge_prompt(question_of[(ds, qid)], c, clean.get((ds, qid), [])))
-                       for ds, qid, c in claim_jobs])
+                       for ds, qid, c in claim_jobs], schema=schemas.JUDGE)
     claim_score = {job: ATOMIC_SCORES[parse_verdict(t)[0]] for job, t in zip(claim_jobs, raw)}
     scores: dict = defaultdict(lambda: defaultdict(list))
     empty = 0
@@ -91,7 +98,8 @@ def evaluator_sensitivity(per: dict, clean: dict[tuple, list[dict]], judges: dic
     out = {}
     for name, judge in judges.items():
         jobs = sorted({(ds, str(r["qid"]), r.get("question", ""), r["answer"]) for _, ds, r in items})
-        raw = many(judge, [user(judge_prompt(q, a, clean.get((ds, qid), []))) for ds, qid, q, a in jobs])
+        raw = many(judge, [user(judge_prompt(q, a, clean.get((ds, qid), []))) for ds, qid, q, a in jobs],
+                   schema=schemas.JUDGE)
         label = {j: parse_verdict(t)[1] for j, t in zip(jobs, raw)}
         scores: dict = defaultdict(lambda: defaultdict(list))
         for m, ds, r in items:

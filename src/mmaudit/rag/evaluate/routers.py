@@ -17,6 +17,8 @@ from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
+from mmaudit.models.chat import parse_json
+
 BRANCHES = ("PARAMETRIC", "TEXT_ONLY", "FULL_MM")
 SOURCES = ("parametric", "text_only", "full_mm")  # the release's source names, in its order
 # the branch a decision answers from; COMPOSE writes its own answer
@@ -68,23 +70,6 @@ def norm_text(value) -> str:
 
 def norm(value) -> str:
     return re.sub(r"[\s\-]+", "_", str(value).strip()).upper() if value is not None else ""
-
-
-def parse_json(text) -> dict | None:
-    """The JSON object in a model reply: the whole reply (code fences removed), else the span from its first
-    '{' to its last '}'; None when neither is a JSON object."""
-    if not isinstance(text, str) or not text.strip():
-        return None
-    s = re.sub(r"^```(?:json)?", "", text.strip(), flags=re.IGNORECASE).strip()
-    s = re.sub(r"```$", "", s).strip()
-    for cand in (s, s[s.find("{"): s.rfind("}") + 1] if "{" in s else ""):
-        try:
-            data = json.loads(cand)
-        except (json.JSONDecodeError, ValueError, RecursionError):
-            continue
-        if isinstance(data, dict):
-            return data
-    return None
 
 
 # ------------------------------------------------------------------ Answer-Consensus (Appendix G.1)

@@ -51,8 +51,3 @@ def resolver(compose: bool, disabled: frozenset[str] | set[str] = frozenset()) -
     for f in disabled:
         props.pop(f, None)
     return _obj("resolver_compose" if compose else "resolver_select", props)
-
-
-def polluter(family: str) -> dict:
-    """E.7's output, its type fixed to the preassigned family."""
-    return _obj("text_pollution", {"type": _enum((family,)), "polluted": TEXT, "rationale": TEXT})
