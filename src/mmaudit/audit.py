@@ -147,8 +147,12 @@ def correct_set(store: RunStore, fingerprint: str, samples: list[Sample]) -> lis
 
 
 def chunks_of(items: list, size: int) -> list[list]:
-    """Fixed chunks: a resumed run (or another executor) forms exactly the same batches."""
-    return [items[i : i + size] for i in range(0, len(items), size)]
+    """Fixed chunks: a resumed run (or another executor) forms exactly the same batches. Samples of one image
+    shape go together (a batch is one pixel tensor), in the order each shape first appears."""
+    groups: dict = {}
+    for it in items:
+        groups.setdefault(getattr(getattr(it, "image", None), "shape", None), []).append(it)
+    return [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)]
 
 
 def base_record(vlm: VLM, s: Sample, key: str, attack: str, params: dict) -> dict:

@@ -7,8 +7,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
+from mmaudit.data.images import MAX_PIXELS, inside, load_rgb
 from mmaudit.data.sample import Sample
 from mmaudit.errors import InputError
 
@@ -41,22 +42,18 @@ def write_samples(samples: list[Sample], out: Path) -> Path:
     return path
 
 
-def read_image(path: Path, sample_id: str) -> np.ndarray:
-    """An RGB uint8 array, or an :class:`InputError` that names the sample."""
-    try:
-        with Image.open(path) as im:
-            return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
-    except FileNotFoundError as e:
-        raise InputError(sample_id, "image", f"file not found: {path}") from e
-    except (UnidentifiedImageError, OSError) as e:
-        raise InputError(sample_id, "image", f"not a readable image: {path} ({e})") from e
+def read_image(path: Path, sample_id: str, max_pixels: int = MAX_PIXELS) -> np.ndarray:
+    """An RGB uint8 array, or an :class:`InputError` that names the sample (see :mod:`mmaudit.data.images`)."""
+    return load_rgb(path, sample_id, max_pixels=max_pixels)[0]
 
 
-def iter_jsonl(path: Path):
+def iter_jsonl(path: Path, max_pixels: int = MAX_PIXELS):
     """Yield a :class:`Sample` or an :class:`InputError` per row of a JSONL of {id?, image, question, answer}.
 
-    Image paths are relative to the file. Errors are yielded, not raised, so a
-    run can count a bad row and carry on.
+    Image paths are relative to the file and may not leave its folder; a field of the wrong JSON type, a
+    decompression bomb (over ``max_pixels``) or an unreadable file is an error. Errors are yielded, not
+    raised, so a run can count a bad row and carry on; how an odd image was converted is kept in
+    ``meta["input_notes"]``.
     """
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
@@ -67,13 +64,20 @@ def iter_jsonl(path: Path):
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise InputError(sid, "line", f"not valid JSON ({e.msg})") from e
+            if not isinstance(row, dict):
+                raise InputError(sid, "line", f"expected a JSON object, got {type(row).__name__}")
             sid = str(row.get("id", sid))
             for key in ("image", "question", "answer"):
                 if key not in row:
                     raise InputError(sid, key, "missing")
-            image = read_image(path.parent / row["image"], sid)
+            for key, kinds in (("image", (str,)), ("question", (str,)), ("answer", (str, int, float)),
+                               ("answer_type", (str,)), ("family", (str,))):
+                if key in row and (not isinstance(row[key], kinds) or isinstance(row[key], bool)):
+                    raise InputError(sid, key, f"expected {' or '.join(k.__name__ for k in kinds)}, got "
+                                               f"{type(row[key]).__name__}")
+            image, notes = load_rgb(inside(path.parent, row["image"], sid), sid, max_pixels=max_pixels)
             yield Sample(sid, image, row["question"], str(row["answer"]), row.get("answer_type", "free text"),
-                         row.get("family", "custom")).validate()
+                         row.get("family", "custom"), meta={"input_notes": notes} if notes else {}).validate()
         except InputError as e:
             yield e
 

@@ -363,4 +363,6 @@ def build_benchmark(inputs: list[QuestionInput | InputError], out: Path, cfg: Bu
                           "mean_abs_change": float(np.nanmean([b["images"][a]["change"] for _, b in capped]))
                           if capped else float("nan")} for a in IMAGE_ATTACKS},
         "drops": drops, "ontopic_check": cfg.ontopic is not None,
+        "image_notes": [{"qid": q.qid, "note": n} for q in inputs if isinstance(q, QuestionInput)
+                        for im in q.images for n in im.notes],  # converted on load (animated, 16-bit, CMYK, ...)
     }

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
+from mmaudit.data.images import inside, load_rgb
 from mmaudit.errors import InputError
 from mmaudit.rag.build.records import TextEvidence
 
@@ -26,21 +26,20 @@ class ImageInput:
     title: str = ""
     page_url: str = ""
     image_url: str = ""
-    path: str = ""  # a local file; loaded on demand
+    path: str = ""  # a local file, relative to ``root`` when that is set; loaded on demand
     pixels: np.ndarray | None = None
+    root: str = ""  # the dataset folder the path may not leave
+    notes: list[str] = field(default_factory=list)  # how the file was converted when loaded (load_rgb)
 
     def load(self, qid: str) -> np.ndarray:
         if self.pixels is not None:
             return self.pixels
         if not self.path:
             raise InputError(qid, "images.path", "no local image file")
-        try:
-            with Image.open(self.path) as im:
-                return np.asarray(im.convert("RGB"))
-        except FileNotFoundError:
-            raise InputError(qid, "images.path", f"missing image file {self.path}") from None
-        except (UnidentifiedImageError, OSError) as e:
-            raise InputError(qid, "images.path", f"unreadable image {self.path}: {e}") from None
+        path = inside(Path(self.root), self.path, qid, "images.path") if self.root else Path(self.path)
+        pixels, notes = load_rgb(path, qid, "images.path")
+        self.notes = notes
+        return pixels
 
 
 @dataclass
@@ -67,9 +66,16 @@ def read_questions(path: Path) -> list[QuestionInput | InputError]:
         where = f"{Path(path).name}:{n}"
         try:
             d = json.loads(line)
+            if not isinstance(d, dict):
+                raise InputError(where, "line", f"expected a JSON object, got {type(d).__name__}")
+            for key in ("question", "subject", "topic", "dataset"):
+                if key in d and not isinstance(d[key], str):
+                    raise InputError(where, key, f"expected a string, got {type(d[key]).__name__}")
+            if not isinstance(d.get("images", []), list) or not all(isinstance(i, dict) for i in d.get("images", [])):
+                raise InputError(where, "images", "expected a list of objects")
             images = [ImageInput(alt_text=i.get("alt_text", ""), title=i.get("title", ""),
                                  page_url=i.get("page_url", ""), image_url=i.get("image_url", ""),
-                                 path=str(Path(path).parent / i["path"]) if i.get("path") else "")
+                                 path=i.get("path") or "", root=str(Path(path).parent) if i.get("path") else "")
                       for i in d.get("images", [])]
             polluted = d.get("polluted_passages")
             out.append(QuestionInput(
@@ -81,6 +87,8 @@ def read_questions(path: Path) -> list[QuestionInput | InputError]:
                 false_target=d.get("false_target", "")))
         except json.JSONDecodeError as e:
             out.append(InputError(where, "line", f"not JSON: {e.msg}"))
+        except InputError as e:
+            out.append(e)
         except KeyError as e:
             out.append(InputError(where, str(e.args[0]), "is missing"))
         except (TypeError, ValueError) as e:
@@ -118,5 +126,5 @@ def read_csv_pools(passages: Path, images: Path, dataset: str = "CUSTOM") -> lis
         path = r.get("image_path", "")
         q.images.append(ImageInput(alt_text=r.get("image_alt", ""), title=r.get("source_title", ""),
                                    page_url=r.get("source_url", ""), image_url=r.get("image_url", ""),
-                                   path=str(Path(images).parent / path) if path else ""))
+                                   path=path, root=str(Path(images).parent) if path else ""))
     return out + list(by_q.values())

@@ -17,9 +17,13 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
+import numpy as np
+
+from mmaudit.data.images import inside, load_rgb
+from mmaudit.errors import InputError
 from mmaudit.models.chat import FailedReply
 from mmaudit.rag.build.records import RegimeRow, read_rows
 from mmaudit.rag.evaluate import prompts, routers, schemas
@@ -79,19 +83,26 @@ def user(content) -> list[dict]:
     return [{"role": "user", "content": content}]
 
 
+@lru_cache(maxsize=32)
+def row_image(folder: Path, path: str | None) -> tuple[np.ndarray | None, str]:
+    """A row's image pixels, or None and the reason (outside the folder, a bomb, unreadable: never a crash)."""
+    if not path:
+        return None, "no image path"
+    try:
+        return load_rgb(inside(folder, path, path, "image_evidence.local_path"), path,
+                        "image_evidence.local_path")[0], ""
+    except InputError as e:
+        return None, e.reason
+
+
 def image_bridge(folder: Path) -> Callable[[str | None], str]:
     """Image -> text for a model without vision: OCR lines of the image (rapidocr), or '' without it."""
     from mmaudit.pathways.text.ocr import ocr_available, read_lines
 
     @cache
     def bridge(path: str | None) -> str:
-        if not path or not ocr_available() or not (folder / path).exists():
-            return ""
-        import numpy as np
-        from PIL import Image
-
-        with Image.open(folder / path) as im:
-            return " | ".join(ln.text for ln in read_lines(np.asarray(im.convert("RGB"))))
+        pixels = row_image(folder, path)[0] if ocr_available() else None
+        return " | ".join(ln.text for ln in read_lines(pixels)) if pixels is not None else ""
 
     return bridge
 
@@ -105,16 +116,13 @@ def image_data_url(folder: Path, size: int) -> Callable[[str | None], str | None
 
     @cache
     def url(path: str | None) -> str | None:
-        if not path:
+        pixels = row_image(folder, path)[0]
+        if pixels is None:
             return None
-        try:
-            with Image.open(folder / path) as im:
-                im = im.convert("RGB")
-                im.thumbnail((size, size), Image.Resampling.LANCZOS)
-                buf = io.BytesIO()
-                im.save(buf, format="PNG")
-        except (OSError, ValueError, Image.DecompressionBombError):
-            return None
+        im = Image.fromarray(pixels)
+        im.thumbnail((size, size), Image.Resampling.LANCZOS)
+        buf = io.BytesIO()
+        im.save(buf, format="PNG")
         return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
     return url
@@ -273,6 +281,9 @@ def run_bench(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | None
             "full_mm_input": ("pixels" if cfg.vision else "OCR text (text-only model)"),
             "images_sent": sent_images, "images_unloadable": len(rows) - sent_images if cfg.vision else 0,
             "image_size": cfg.image_size if cfg.vision else None, "parametric": cfg.parametric,
+            "image_errors": {r.image_evidence.local_path: why for r in rows
+                             if (why := row_image(folder, r.image_evidence.local_path or None)[1])
+                             and r.image_evidence.local_path},
             "parametric_requests": br.parametric_requests,
             "budgets": budget,
             "judge_calls": len(verdicts), "unparsed_verdicts": sum(not v[2] for v in verdicts.values()),
