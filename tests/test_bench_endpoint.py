@@ -242,3 +242,22 @@ def test_cross_stack_runs_every_stack_under_one_fixed_judge(mini, tmp_path):
         main = summary["stacks"][name]["tables"][0]
         assert all(r[1].startswith("50.0") for r in main["rows"])  # every answer partially supported
         assert (tmp_path / "evaluation" / "judged" / name).is_dir()
+
+
+def test_the_pipelined_run_gives_the_staged_runs_results(mini, tmp_path):
+    """Rows flowing through the components as their inputs exist send the same requests and write the same
+    judged and choices files as stage after stage; each unique request is answered once."""
+    files = {}
+    for mode in ("staged", "pipelined"):
+        with LocalChatServer(answer=_json_server("supported"), fail_rate=0.2, seed=3, stall=0.5) as srv:
+            chat = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / f"{mode}.jsonl", concurrency=16,
+                              timeout=0.3, backoff=0.01)
+            s = run_bench(mini, chat, tmp_path / mode, cfg=BenchConfig(stack="s", pipeline=mode == "pipelined",
+                                                                       parametric="per-question"))
+        assert s["pipelined"] == (mode == "pipelined") and sum(s["failed_rows"].values()) == 0
+        assert set(srv.completed.values()) == {1}  # no unique request answered twice (Parametric per question)
+        files[mode] = {p.relative_to(tmp_path / mode): p.read_text()
+                       for p in sorted((tmp_path / mode / "evaluation").rglob("*.jsonl"))}
+        files[mode + "_calls"] = len(srv.completed)
+    assert files["staged_calls"] == files["pipelined_calls"]
+    assert files["staged"].keys() == files["pipelined"].keys() and files["staged"] == files["pipelined"]

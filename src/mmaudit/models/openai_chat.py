@@ -88,6 +88,9 @@ class OpenAIChat:
         self._memory: dict[str, dict] = {}
         self._failures: dict[str, str] = {}
         self._salts: dict[str, str] = {}
+        self._unwritten: list[dict] = []
+        self._writer: asyncio.Future | None = None
+        self._session = None
         self.schema_rejected = False  # the endpoint answered 400 to a response_format: send none again
 
     def _client(self):
@@ -160,10 +163,59 @@ class OpenAIChat:
         self.usage.completion_tokens += rec["completion_tokens"]
         self.usage.cost += (rec["prompt_tokens"] * self.price_per_1k[0]
                             + rec["completion_tokens"] * self.price_per_1k[1]) / 1000
-        if self.store is not None:  # (an empty store is falsy)
-            self.store.put(rec)  # fsync'd at once: a kill loses at most the calls in flight
         self._memory[key] = rec
+        if self.store is not None:  # (an empty store is falsy)
+            self._unwritten.append(rec)  # group commit off the event loop: a kill loses at most the calls in flight
+            if self._writer is None or self._writer.done():
+                self._writer = asyncio.ensure_future(self._drain())
         return text
+
+    async def _drain(self) -> None:
+        """Write the finished calls to the store, one fsync per batch, in a worker thread (the event loop never
+        waits on the disk)."""
+        while self._unwritten:
+            batch, self._unwritten = self._unwritten, []
+            await asyncio.to_thread(self.store.put_many, batch)
+
+    async def flush(self) -> None:
+        while self._writer is not None and not self._writer.done() or self._unwritten:
+            if self._writer is None or self._writer.done():
+                self._writer = asyncio.ensure_future(self._drain())
+            await self._writer
+
+    async def open_session(self) -> None:
+        """One client and one concurrency limit for every ``achat`` until :meth:`close_session`."""
+        self._session = (self._client(), asyncio.Semaphore(self.concurrency))
+        self._inflight: dict[str, asyncio.Future] = {}
+
+    async def close_session(self) -> None:
+        await self.flush()
+        client, _ = self._session
+        self._session = None
+        await client.close()
+
+    async def achat(self, messages: Sequence[Message], max_new_tokens: int | None = None, salt: str = "",
+                    schema: dict | None = None) -> str:
+        """One request inside a session: from the cache, joined to an identical request in flight, or sent
+        under the session's concurrency limit. Raises :class:`BudgetExceeded` once the budget is spent."""
+        schema = None if self.schema_rejected else schema
+        key = self.request_key(messages, max_new_tokens, salt, schema)
+        if salt:
+            self._salts[key] = salt
+        hit = self._cached(key)
+        if hit:
+            self.usage.cached += 1
+            return hit["reply"]
+        if key not in self._inflight:
+            client, sem = self._session
+            self._inflight[key] = asyncio.ensure_future(self._one(client, sem, messages, key, max_new_tokens, schema))
+        else:
+            self.usage.cached += 1
+        reply = await self._inflight[key]
+        if reply is None:
+            raise BudgetExceeded(f"budget {self.budget} reached (cost {self.usage.cost:.4f}); finished calls are "
+                                 "cached: rerun to resume")
+        return reply
 
     async def _many(self, requests: list[Sequence[Message]], max_tokens: int | None,
                     salts: Sequence[str], schema: dict | None = None) -> list[str]:
@@ -185,6 +237,7 @@ class OpenAIChat:
                                              for k, m in todo.items()))
                 stopped = any(g is None for g in got)
             finally:
+                await self.flush()
                 await client.close()
         if stopped:
             raise BudgetExceeded(f"budget {self.budget} reached (cost {self.usage.cost:.4f}); finished calls are "

@@ -55,6 +55,7 @@ class BenchConfig:
     parametric: str = "per-row"  # the paper: "generated independently per benchmark row"
     budgets: dict = field(default_factory=lambda: dict(ENDPOINT_BUDGET))
     passages: int | None = None  # evidence cut for a small model (None: the row's five passages, whole)
+    pipeline: bool = True  # rows flow through the components as their inputs exist (an async endpoint client)
     words: int | None = None
 
     def __post_init__(self) -> None:
@@ -165,8 +166,25 @@ class Branches:
         return [routers.Candidates(*x) for x in zip(self.parametric, self.text_only, self.full_mm)]
 
 
-def answer_branches(folder: Path, chat, rows: Sequence[RegimeRow], views: list[dict], cfg: BenchConfig) -> Branches:
-    """Parametric (per row or per question), Text-only and Full-MM (pixels with vision, else OCR text)."""
+@dataclass
+class Requests:
+    """Every request a row's components send, built once from the rows (prompts and Full-MM's image)."""
+
+    parametric: list[list[dict]]
+    parametric_salts: list[str] | None
+    text_only: list[list[dict]]
+    full_mm: list[list[dict]]
+    self_check: list[list[dict]]
+    triage: list[list[dict]]
+    text_trust_key: list[str]
+    text_trust: dict[str, list[dict]]
+
+    def resolver(self, view: dict, c: routers.Candidates, compose: bool,
+                 disabled: frozenset[str] = frozenset()) -> list[dict]:
+        return user(prompts.resolver_prompt(view, c.parametric, c.text_only, c.full_mm, compose, disabled))
+
+
+def build_requests(folder: Path, rows: Sequence[RegimeRow], views: list[dict], cfg: BenchConfig) -> Requests:
     bridge, data_url = image_bridge(folder), image_data_url(folder, cfg.image_size)
 
     def full_mm(v: dict):
@@ -180,14 +198,63 @@ def answer_branches(folder: Path, chat, rows: Sequence[RegimeRow], views: list[d
         image = {"url": url} | ({"detail": cfg.image_detail} if cfg.image_detail else {})
         return [{"type": "text", "text": text}, {"type": "image_url", "image_url": image}]
 
+    keys = [json.dumps([v["question"], v["text_evidence"]]) for v in views]  # TextTrust: once per (question, text)
+    return Requests(
+        parametric=[user(prompts.branch_prompt(v, "PARAMETRIC")[0]) for v in views],
+        parametric_salts=[f"{r.dataset}:{r.row_id}" for r in rows] if cfg.parametric == "per-row" else None,
+        text_only=[user(prompts.branch_prompt(v, "TEXT_ONLY")[0]) for v in views],
+        full_mm=[user(full_mm(v)) for v in views],
+        self_check=[user(prompts.self_check_prompt(v)) for v in views],
+        triage=[user(prompts.triage_prompt(v)) for v in views],
+        text_trust_key=keys,
+        text_trust={k: user(prompts.text_trust_prompt(v)) for k, v in zip(keys, views)})
+
+
+def answer_branches(folder: Path, chat, rows: Sequence[RegimeRow], views: list[dict], cfg: BenchConfig,
+                    req: Requests | None = None) -> Branches:
+    """Parametric (per row or per question), Text-only and Full-MM (pixels with vision, else OCR text)."""
+    req = req or build_requests(folder, rows, views, cfg)
     budget = cfg.budgets.get("answer")
-    par_salts = [f"{r.dataset}:{r.row_id}" for r in rows] if cfg.parametric == "per-row" else None
-    par = many(chat, [user(prompts.branch_prompt(v, "PARAMETRIC")[0]) for v in views], budget, par_salts)
-    txt = many(chat, [user(prompts.branch_prompt(v, "TEXT_ONLY")[0]) for v in views], budget)
-    mm_content = [full_mm(v) for v in views]
-    mm = many(chat, [user(c) for c in mm_content], budget)
-    n_par = len(set(par_salts)) if par_salts else len({json.dumps(v["question"]) for v in views})
-    return Branches(par, txt, mm, mm_content, n_par)
+    par = many(chat, req.parametric, budget, req.parametric_salts)
+    txt = many(chat, req.text_only, budget)
+    mm = many(chat, req.full_mm, budget)
+    return Branches(par, txt, mm, [m[-1]["content"] for m in req.full_mm], parametric_count(req, views))
+
+
+def parametric_count(req: Requests, views: list[dict]) -> int:
+    return len(set(req.parametric_salts)) if req.parametric_salts else len({json.dumps(v["question"])
+                                                                              for v in views})
+
+
+def route_row(c: routers.Candidates, check: str, tri: str, tt: str, sel: routers.Resolution,
+              com: routers.Resolution) -> dict[str, tuple[routers.Routed, tuple]]:
+    """Every method's decision for one row, with the replies it used (a failed one fails that method-row)."""
+    branches = (c.parametric, c.text_only, c.full_mm)
+    return {"parametric": (routers.Routed(c.parametric, "FALLBACK"), (c.parametric,)),
+            "text_only": (routers.Routed(c.text_only, "TEXT_ONLY"), (c.text_only,)),
+            "full_mm": (routers.Routed(c.full_mm, "FULL_MM"), (c.full_mm,)),
+            "answer_consensus": (routers.answer_consensus(c), branches),
+            "selfcheck_gate": (routers.self_check_gate(c, check), (check, *branches)),
+            "triage_gate": (routers.triage_gate(c, tri), (tri, *branches)),
+            "cascaded_router": (routers.cascaded_router(c, check, tri), (check, tri, *branches)),
+            "text_trust": (routers.text_trust(c, tt), (tt, *branches)),
+            "field_selector": (routers.gated_router("field", c, sel, check), (sel.raw, check, *branches)),
+            "soft_conductor": (routers.gated_router("soft", c, com, check), (com.raw, check, *branches))}
+
+
+def judge_request(pair: tuple, clean: dict) -> list[dict]:
+    ds, qid, q, a = pair
+    return user(prompts.judge_prompt(q, a, *clean.get((ds, qid), ([], None))))
+
+
+def apply_verdicts(rows: Sequence[RegimeRow], decisions: dict, errors: dict, verdict_raw: dict) -> dict:
+    """Parsed verdicts per pair; a failed verdict fails the rows it grades (``errors`` is updated)."""
+    verdicts = {p: parse_verdict(raw) + (raw,) for p, raw in verdict_raw.items()}
+    judge_failed = {p: raw.reason for p, raw in verdict_raw.items() if isinstance(raw, FailedReply)}
+    for m in decisions:
+        errors[m] = [e or judge_failed.get((r.dataset, str(r.qid), r.question, d.answer))
+                     for r, d, e in zip(rows, decisions[m], errors[m])]
+    return verdicts
 
 
 def judge_methods(judge, rows: Sequence[RegimeRow], decisions: dict, errors: dict, cfg: BenchConfig) -> dict:
@@ -196,14 +263,8 @@ def judge_methods(judge, rows: Sequence[RegimeRow], decisions: dict, errors: dic
     clean = {(r.dataset, str(r.qid)): clean_evidence(r, cfg) for r in rows if r.regime == "TC_IC"}
     pairs = sorted({(r.dataset, str(r.qid), r.question, d.answer) for m in decisions
                     for r, d, e in zip(rows, decisions[m], errors[m]) if e is None})
-    verdict_raw = many(judge, [user(prompts.judge_prompt(q, a, *clean.get((ds, qid), ([], None))))
-                               for ds, qid, q, a in pairs], cfg.budgets.get("judge"), schema=schemas.JUDGE)
-    verdicts = {p: parse_verdict(raw) + (raw,) for p, raw in zip(pairs, verdict_raw)}
-    judge_failed = {p: raw.reason for p, raw in zip(pairs, verdict_raw) if isinstance(raw, FailedReply)}
-    for m in decisions:
-        errors[m] = [e or judge_failed.get((r.dataset, str(r.qid), r.question, d.answer))
-                     for r, d, e in zip(rows, decisions[m], errors[m])]
-    return verdicts
+    raw = many(judge, [judge_request(p, clean) for p in pairs], cfg.budgets.get("judge"), schema=schemas.JUDGE)
+    return apply_verdicts(rows, decisions, errors, dict(zip(pairs, raw)))
 
 
 def prepare(folder: Path, cfg: BenchConfig) -> tuple[list[RegimeRow], list[dict]]:
@@ -211,12 +272,126 @@ def prepare(folder: Path, cfg: BenchConfig) -> tuple[list[RegimeRow], list[dict]
     return rows, [compact(r.model_view(), cfg.passages, cfg.words) for r in rows]
 
 
+@dataclass
+class Replies:
+    """What a run got back: per row its candidates, gate replies, TextTrust reply and both resolutions; its
+    decisions and the replies each used; the judge's replies per (dataset, qid, question, answer)."""
+
+    cands: list[routers.Candidates]
+    checks: list[str]
+    triages: list[str]
+    text_trust: list[str]
+    select: list[routers.Resolution]
+    compose: list[routers.Resolution]
+    routed: list[dict]
+    verdict_raw: dict
+
+
+def staged(chat, judge, rows, views, req: Requests, cfg: BenchConfig, tick) -> Replies:
+    """Stage after stage, each a batch (the embedded model's batching; any chat model)."""
+    budget = cfg.budgets
+    br = answer_branches(None, chat, rows, views, cfg, req)
+    tick("branches")
+    checks = many(chat, req.self_check, budget.get("gate"), schema=schemas.SELF_CHECK)
+    triages = many(chat, req.triage, budget.get("gate"), schema=schemas.TRIAGE)
+    tick("gates")
+    tt = dict(zip(req.text_trust, many(chat, list(req.text_trust.values()), budget.get("gate"),
+                                       schema=schemas.TEXT_TRUST)))
+    tick("text trust")
+    cands = br.candidates()
+    resolved = {}  # the select-only resolver feeds Field-Selector, the composing one Soft-Conductor (as released)
+    for compose in (False, True):
+        raw = many(chat, [req.resolver(v, c, compose) for v, c in zip(views, cands)], budget.get("resolver"),
+                   schema=schemas.resolver(compose))
+        resolved[compose] = [routers.resolve(c, r, compose) for c, r in zip(cands, raw)]
+    tick("resolver")
+    tts = [tt[k] for k in req.text_trust_key]
+    routed = [route_row(*x) for x in zip(cands, checks, triages, tts, resolved[False], resolved[True])]
+    tick("routing")
+    decisions, errors = collect(routed)
+    clean = {(r.dataset, str(r.qid)): clean_evidence(r, cfg) for r in rows if r.regime == "TC_IC"}
+    pairs = sorted({(r.dataset, str(r.qid), r.question, d.answer) for m in decisions
+                    for r, d, e in zip(rows, decisions[m], errors[m]) if e is None})
+    raw = many(judge, [judge_request(p, clean) for p in pairs], budget.get("judge"), schema=schemas.JUDGE)
+    tick("judge")
+    return Replies(cands, checks, triages, tts, resolved[False], resolved[True], routed, dict(zip(pairs, raw)))
+
+
+def pipelined(chat, judge, rows, views, req: Requests, cfg: BenchConfig, tick) -> Replies:
+    """Every row flows through branches and gates (at once), then both resolvers, its routers and the judge
+    as soon as its inputs exist, all under each endpoint's one concurrency limit; identical requests are
+    sent once (joined in flight or read from the cache). Same requests, so the same replies as ``staged``."""
+    import asyncio
+
+    budget = cfg.budgets
+    clean = {(r.dataset, str(r.qid)): clean_evidence(r, cfg) for r in rows if r.regime == "TC_IC"}
+
+    async def main() -> Replies:
+        await chat.open_session()
+        if judge is not chat:
+            await judge.open_session()
+        text_trust: dict[str, asyncio.Future] = {}
+        verdicts: dict[tuple, asyncio.Future] = {}
+
+        def ask(messages, component, salt="", schema=None):
+            return chat.achat(messages, budget.get(component), salt, schema)
+
+        async def row(i: int):
+            k = req.text_trust_key[i]
+            if k not in text_trust:
+                text_trust[k] = asyncio.ensure_future(ask(req.text_trust[k], "gate", schema=schemas.TEXT_TRUST))
+            salt = req.parametric_salts[i] if req.parametric_salts else ""
+            p, t, m, check, tri, tt = await asyncio.gather(
+                ask(req.parametric[i], "answer", salt), ask(req.text_only[i], "answer"),
+                ask(req.full_mm[i], "answer"), ask(req.self_check[i], "gate", schema=schemas.SELF_CHECK),
+                ask(req.triage[i], "gate", schema=schemas.TRIAGE), text_trust[k])
+            c = routers.Candidates(p, t, m)
+            sel_raw, com_raw = await asyncio.gather(
+                *(ask(req.resolver(views[i], c, compose), "resolver", schema=schemas.resolver(compose))
+                  for compose in (False, True)))
+            sel, com = routers.resolve(c, sel_raw, False), routers.resolve(c, com_raw, True)
+            routed = route_row(c, check, tri, tt, sel, com)
+            r = rows[i]
+            mine = {(r.dataset, str(r.qid), r.question, d.answer) for d, used in routed.values()
+                    if failure(*used) is None}
+            for pair in mine:
+                if pair not in verdicts:
+                    verdicts[pair] = asyncio.ensure_future(judge.achat(judge_request(pair, clean), budget.get("judge"),
+                                                                       "", schemas.JUDGE))
+            await asyncio.gather(*(verdicts[p] for p in mine))
+            return c, check, tri, tt, sel, com, routed
+
+        try:
+            out = await asyncio.gather(*(row(i) for i in range(len(rows))))
+        finally:
+            await chat.close_session()
+            if judge is not chat:
+                await judge.close_session()
+        cols = list(zip(*out)) if out else [[]] * 7
+        return Replies(*(list(x) for x in cols), verdict_raw={p: f.result() for p, f in verdicts.items()})
+
+    replies = asyncio.run(main())
+    for label in ("branches", "gates", "text trust", "resolver", "routing", "judge"):
+        tick(label)
+    return replies
+
+
+def collect(routed: list[dict]) -> tuple[dict, dict]:
+    """Per method: the rows' decisions and their failures (the first failed reply each used)."""
+    decisions: dict[str, list[routers.Routed]] = defaultdict(list)
+    errors: dict[str, list[str | None]] = defaultdict(list)
+    for by in routed:
+        for name, (r, used) in by.items():
+            decisions[name].append(r)
+            errors[name].append(failure(*used))
+    return decisions, errors
+
+
 def run_bench(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | None = None,
               progress: Callable[[str, int, int], None] | None = None) -> dict:
     cfg = cfg or BenchConfig()
     judge = judge or chat
     rows, views = prepare(folder, cfg)
-    budget = cfg.budgets
     step = 0
 
     def tick(label: str) -> None:
@@ -225,57 +400,19 @@ def run_bench(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | None
         if progress:
             progress("bench run", step, 7)
 
-    br = answer_branches(folder, chat, rows, views, cfg)
-    par, txt, mm = br.parametric, br.text_only, br.full_mm
-    tick("branches")
-    checks = many(chat, [user(prompts.self_check_prompt(v)) for v in views], budget.get("gate"),
-                  schema=schemas.SELF_CHECK)
-    triages = many(chat, [user(prompts.triage_prompt(v)) for v in views], budget.get("gate"), schema=schemas.TRIAGE)
-    tick("gates")
-    unique_text = {}
-    for v in views:
-        unique_text.setdefault(json.dumps([v["question"], v["text_evidence"]]), v)
-    tt = dict(zip(unique_text, many(chat, [user(prompts.text_trust_prompt(v)) for v in unique_text.values()],
-                                    budget.get("gate"), schema=schemas.TEXT_TRUST)))
-    tick("text trust")
-    cands = br.candidates()
-    resolved = {}  # the select-only resolver feeds Field-Selector, the composing one Soft-Conductor (as released)
-    for compose in (False, True):
-        raw = many(chat, [user(prompts.resolver_prompt(v, c.parametric, c.text_only, c.full_mm, compose))
-                          for v, c in zip(views, cands)], budget.get("resolver"), schema=schemas.resolver(compose))
-        resolved[compose] = [routers.resolve(c, r, compose) for c, r in zip(cands, raw)]
-    tick("resolver")
-    decisions: dict[str, list[routers.Routed]] = defaultdict(list)
-    errors: dict[str, list[str | None]] = defaultdict(list)
-    for i, v in enumerate(views):
-        c = cands[i]
-        key = json.dumps([v["question"], v["text_evidence"]])
-        branches = (par[i], txt[i], mm[i])
-        sel, com = resolved[False][i], resolved[True][i]
-        for name, r, used in (("parametric", routers.Routed(par[i], "FALLBACK"), (par[i],)),
-                              ("text_only", routers.Routed(txt[i], "TEXT_ONLY"), (txt[i],)),
-                              ("full_mm", routers.Routed(mm[i], "FULL_MM"), (mm[i],)),
-                              ("answer_consensus", routers.answer_consensus(c), branches),
-                              ("selfcheck_gate", routers.self_check_gate(c, checks[i]), (checks[i], *branches)),
-                              ("triage_gate", routers.triage_gate(c, triages[i]), (triages[i], *branches)),
-                              ("cascaded_router", routers.cascaded_router(c, checks[i], triages[i]),
-                               (checks[i], triages[i], *branches)),
-                              ("text_trust", routers.text_trust(c, tt[key]), (tt[key], *branches)),
-                              ("field_selector", routers.gated_router("field", c, sel, checks[i]),
-                               (sel.raw, checks[i], *branches)),
-                              ("soft_conductor", routers.gated_router("soft", c, com, checks[i]),
-                               (com.raw, checks[i], *branches))):
-            decisions[name].append(r)
-            errors[name].append(failure(*used))
-    tick("routing")
-    verdicts = judge_methods(judge, rows, decisions, errors, cfg)
-    tick("judge")
+    req = build_requests(folder, rows, views, cfg)
+    flow = pipelined if cfg.pipeline and all(hasattr(m, "achat") for m in (chat, judge)) else staged
+    got = flow(chat, judge, rows, views, req, cfg, tick)
+    decisions, errors = collect(got.routed)
+    verdicts = apply_verdicts(rows, decisions, errors, got.verdict_raw)
+    checks, triages, tt = got.checks, got.triages, dict(zip(req.text_trust_key, got.text_trust))
+    resolved = {False: got.select, True: got.compose}
     model_name = getattr(chat, "name", "")
     written = write_judged(rows, decisions, verdicts, errors, out, cfg.stack)
-    parts = {"checks": checks, "triages": triages, "select": resolved[False], "compose": resolved[True]}
+    parts = {"checks": checks, "triages": triages, "select": got.select, "compose": got.compose}
     written += write_release(rows, decisions, errors, parts, out, cfg.stack, model_name)
     tick("write")
-    sent_images = sum(isinstance(c, list) for c in br.full_mm_content)
+    sent_images = sum(isinstance(m[-1]["content"], list) for m in req.full_mm)
     return {"rows": len(rows), "questions": len({(r.dataset, str(r.qid)) for r in rows}), "files": written,
             "evidence": {"passages": cfg.passages, "words": cfg.words},
             "full_mm_input": ("pixels" if cfg.vision else "OCR text (text-only model)"),
@@ -284,8 +421,8 @@ def run_bench(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | None
             "image_errors": {r.image_evidence.local_path: why for r in rows
                              if (why := row_image(folder, r.image_evidence.local_path or None)[1])
                              and r.image_evidence.local_path},
-            "parametric_requests": br.parametric_requests,
-            "budgets": budget,
+            "parametric_requests": parametric_count(req, views), "pipelined": flow is pipelined,
+            "budgets": cfg.budgets,
             "judge_calls": len(verdicts), "unparsed_verdicts": sum(not v[2] for v in verdicts.values()),
             "unparsed": unparsed_counts(checks, triages, list(tt.values()), resolved, verdicts),
             "unparsed_decisions": {m: sum(not d.parsed for d in decisions[m]) for m in METHODS},
