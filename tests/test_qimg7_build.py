@@ -187,7 +187,7 @@ def test_bad_input_is_recorded_and_never_stops_the_build(tmp_path):
     bad_llm = LLMPolluter(ScriptedChat(["{oops"]), retries=2)
     s = build_benchmark(items, tmp_path / "out", BuildConfig(patch_steps=4, style_steps=4))
     reasons = {str(d["qid"]): d["reason"] for d in s["drops"]}
-    assert "missing image file" in reasons["m1"] and "unreadable image" in reasons["m2"]
+    assert "file not found" in reasons["m1"] and "not a readable image" in reasons["m2"]
     assert reasons["m3"] == "no text evidence" and "not JSON" in reasons["q.jsonl:4"]
     assert s["counts"]["final"] == 3
     s2 = build_benchmark(good, tmp_path / "llm", BuildConfig(polluter=bad_llm, patch_steps=4, style_steps=4))

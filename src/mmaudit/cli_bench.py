@@ -126,12 +126,16 @@ def stack_models(out: Path, spec: str | None, judge_spec: str | None, concurrenc
 def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], n_boot: int, seed: int,
               budget: float | None, prices: tuple[float, float]) -> tuple[dict, list]:
     """One stack: run, tables, summary.json's block. Raises typer.Exit(3) when the budget is spent."""
+    from mmaudit.errors import InputError
     from mmaudit.models.chat import BudgetExceeded
     from mmaudit.rag.evaluate.run import run_bench
 
     try:
         with progress_bar() as bar:
             summary = run_bench(folder, chat, out, judge, cfg, progress=progress_callback(bar))
+    except InputError as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(2) from None
     except BudgetExceeded as e:
         console.print(f"[yellow]stopped: {e}[/yellow]")
         raise typer.Exit(3) from None

@@ -2,8 +2,9 @@
 
 Replies are a deterministic function of the messages (``echo:<hash>``), or of
 ``answer(body)`` when given. ``fail_rate`` of the requests fail once each, as a
-429 (with ``Retry-After: retry_after`` when set), a 500 or a timeout (the
-server sleeps past the client's timeout); a retried request then succeeds.
+429 (with ``Retry-After: retry_after`` when set), a 500, a timeout (the
+server sleeps past the client's timeout) or, with ``"drop"`` among ``kinds``,
+a connection closed without a reply; a retried request then succeeds.
 ``reject(body) -> status | None`` fails chosen requests every time (a 400, say).
 ``completed`` counts the 200 replies per request, so a test can check that no
 unique request was answered twice; ``bodies`` keeps every request body that
@@ -69,6 +70,10 @@ class LocalChatServer:
                         server.failed[kind] += 1
                     if kind == "timeout":
                         time.sleep(server.stall)
+                    if kind == "drop":  # the connection dies without a reply
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
                     wait = {"Retry-After": str(server.retry_after)} if kind == "429" and server.retry_after else {}
                     self._send(429 if kind == "429" else 500, {"error": {"message": f"injected {kind}"}}, wait)
                     return

@@ -17,6 +17,7 @@ from mmaudit.rag.evaluate import prompts, routers, schemas
 from mmaudit.rag.evaluate.run import (
     BenchConfig,
     answer_branches,
+    apply_verdicts,
     failure,
     judge_methods,
     many,
@@ -31,7 +32,7 @@ FULL = "field_selector"
 
 
 def _score(folder: Path, rows, decisions: dict, errors: dict, judge, cfg: BenchConfig, out: Path) -> list[dict]:
-    verdicts = judge_methods(judge, rows, decisions, errors, cfg)
+    verdicts = apply_verdicts(rows, decisions, errors, judge_methods(judge, rows, decisions, errors, cfg))
     write_judged(rows, decisions, verdicts, errors, out, cfg.stack)
     table = {r["method"]: r for r in main_table(out, cfg.stack)}
     return [table[m] | {"failed": sum(e is not None for e in errors[m])} for m in decisions if m in table]

@@ -132,6 +132,8 @@ def image_data_url(folder: Path, size: int) -> Callable[[str | None], str | None
 def load_rows(folder: Path, limit: int | None = None) -> list[RegimeRow]:
     rows = [r for f in sorted(folder.glob("*_qimg7_mm_regimes_*.jsonl")) for r in read_rows(f)
             if isinstance(r, RegimeRow)]
+    if not rows:
+        raise InputError(str(folder), "rows", "no QIMG-7 rows (<dataset>_qimg7_mm_regimes_<n>.jsonl) to evaluate")
     if limit is not None:
         keep = sorted({(r.dataset, str(r.qid)) for r in rows})[:limit]
         rows = [r for r in rows if (r.dataset, str(r.qid)) in set(keep)]
@@ -258,13 +260,13 @@ def apply_verdicts(rows: Sequence[RegimeRow], decisions: dict, errors: dict, ver
 
 
 def judge_methods(judge, rows: Sequence[RegimeRow], decisions: dict, errors: dict, cfg: BenchConfig) -> dict:
-    """Each method's answers graded once per unique (dataset, qid, question, answer) against the question's
-    clean evidence; a failed verdict fails the rows it grades (``errors`` is updated)."""
+    """The judge's reply per unique (dataset, qid, question, answer) of the methods' unfailed rows, graded
+    against the question's clean evidence (:func:`apply_verdicts` reads them)."""
     clean = {(r.dataset, str(r.qid)): clean_evidence(r, cfg) for r in rows if r.regime == "TC_IC"}
     pairs = sorted({(r.dataset, str(r.qid), r.question, d.answer) for m in decisions
                     for r, d, e in zip(rows, decisions[m], errors[m]) if e is None})
     raw = many(judge, [judge_request(p, clean) for p in pairs], cfg.budgets.get("judge"), schema=schemas.JUDGE)
-    return apply_verdicts(rows, decisions, errors, dict(zip(pairs, raw)))
+    return dict(zip(pairs, raw))
 
 
 def prepare(folder: Path, cfg: BenchConfig) -> tuple[list[RegimeRow], list[dict]]:
@@ -308,13 +310,9 @@ def staged(chat, judge, rows, views, req: Requests, cfg: BenchConfig, tick) -> R
     tts = [tt[k] for k in req.text_trust_key]
     routed = [route_row(*x) for x in zip(cands, checks, triages, tts, resolved[False], resolved[True])]
     tick("routing")
-    decisions, errors = collect(routed)
-    clean = {(r.dataset, str(r.qid)): clean_evidence(r, cfg) for r in rows if r.regime == "TC_IC"}
-    pairs = sorted({(r.dataset, str(r.qid), r.question, d.answer) for m in decisions
-                    for r, d, e in zip(rows, decisions[m], errors[m]) if e is None})
-    raw = many(judge, [judge_request(p, clean) for p in pairs], budget.get("judge"), schema=schemas.JUDGE)
+    verdict_raw = judge_methods(judge, rows, *collect(routed), cfg)
     tick("judge")
-    return Replies(cands, checks, triages, tts, resolved[False], resolved[True], routed, dict(zip(pairs, raw)))
+    return Replies(cands, checks, triages, tts, resolved[False], resolved[True], routed, verdict_raw)
 
 
 def pipelined(chat, judge, rows, views, req: Requests, cfg: BenchConfig, tick) -> Replies:
