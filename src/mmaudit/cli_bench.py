@@ -128,7 +128,7 @@ def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], n_boo
     """One stack: run, tables, summary.json's block. Raises typer.Exit(3) when the budget is spent."""
     from mmaudit.errors import InputError
     from mmaudit.models.chat import BudgetExceeded
-    from mmaudit.rag.evaluate.run import run_bench
+    from mmaudit.rag.evaluate.run import run_bench, structured_mode
 
     try:
         with progress_bar() as bar:
@@ -158,12 +158,6 @@ def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], n_boo
     summary |= {"notes": notes, "usage": usage, "price_per_1k": list(prices), "budget": budget,
                 "judge": getattr(judge, "name", ""), "tables": [{"title": t, "head": h, "rows": r} for t, h, r in tabs]}
     return summary, tabs
-
-
-def structured_mode(chat) -> str:
-    from mmaudit.rag.evaluate.run import structured_mode as mode
-
-    return mode(chat)
 
 
 def bench_run(

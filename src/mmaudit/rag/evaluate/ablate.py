@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mmaudit.rag.evaluate import prompts, routers, schemas
+from mmaudit.rag.evaluate import routers, schemas
 from mmaudit.rag.evaluate.run import (
     BenchConfig,
+    Requests,
     answer_branches,
     apply_verdicts,
+    build_requests,
     failure,
     judge_methods,
     many,
     prepare,
-    user,
     write_judged,
 )
 from mmaudit.rag.evaluate.schemas import RESOLVER_FIELDS
@@ -51,8 +52,7 @@ def ablate_fields(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | 
     cands = br.candidates()
     decisions, errors = {}, {}
     for name, off in ((FULL, frozenset()), *((f"{FULL}-no_{f}", frozenset({f})) for f in fields)):
-        asks = [user(prompts.resolver_prompt(v, c.parametric, c.text_only, c.full_mm, False, off))
-                for v, c in zip(views, cands)]
+        asks = [Requests.resolver(v, c, False, off) for v, c in zip(views, cands)]
         raw = many(chat, asks, cfg.budgets.get("resolver"), schema=schemas.resolver(False, off))
         decisions[name] = [routers.gated_router("field", c, routers.resolve(c, r, False, off))
                            for c, r in zip(cands, raw)]
@@ -69,12 +69,10 @@ def ablate_components(folder: Path, chat, out: Path, judge=None, cfg: BenchConfi
     """Self-check only, triage only, and the Cascaded Router that chains them (Table 20)."""
     cfg = cfg or BenchConfig()
     rows, views = prepare(folder, cfg)
-    br = answer_branches(folder, chat, rows, views, cfg)
-    cands = br.candidates()
-    checks = many(chat, [user(prompts.self_check_prompt(v)) for v in views], cfg.budgets.get("gate"),
-                  schema=schemas.SELF_CHECK)
-    triages = many(chat, [user(prompts.triage_prompt(v)) for v in views], cfg.budgets.get("gate"),
-                   schema=schemas.TRIAGE)
+    req = build_requests(folder, rows, views, cfg)
+    cands = answer_branches(folder, chat, rows, views, cfg, req).candidates()
+    checks = many(chat, req.self_check, cfg.budgets.get("gate"), schema=schemas.SELF_CHECK)
+    triages = many(chat, req.triage, cfg.budgets.get("gate"), schema=schemas.TRIAGE)
     decisions = {"selfcheck_gate": [routers.self_check_gate(c, s) for c, s in zip(cands, checks)],
                  "triage_gate": [routers.triage_gate(c, t) for c, t in zip(cands, triages)],
                  "cascaded_router": [routers.cascaded_router(c, s, t) for c, s, t in zip(cands, checks, triages)]}

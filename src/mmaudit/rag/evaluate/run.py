@@ -156,13 +156,11 @@ def failure(*replies: str) -> str | None:
 
 @dataclass
 class Branches:
-    """The three candidate answers per row, and what Full-MM was sent."""
+    """The three candidate answers per row."""
 
     parametric: list[str]
     text_only: list[str]
     full_mm: list[str]
-    full_mm_content: list
-    parametric_requests: int
 
     def candidates(self) -> list[routers.Candidates]:
         return [routers.Candidates(*x) for x in zip(self.parametric, self.text_only, self.full_mm)]
@@ -181,7 +179,8 @@ class Requests:
     text_trust_key: list[str]
     text_trust: dict[str, list[dict]]
 
-    def resolver(self, view: dict, c: routers.Candidates, compose: bool,
+    @staticmethod
+    def resolver(view: dict, c: routers.Candidates, compose: bool,
                  disabled: frozenset[str] = frozenset()) -> list[dict]:
         return user(prompts.resolver_prompt(view, c.parametric, c.text_only, c.full_mm, compose, disabled))
 
@@ -220,7 +219,7 @@ def answer_branches(folder: Path, chat, rows: Sequence[RegimeRow], views: list[d
     par = many(chat, req.parametric, budget, req.parametric_salts)
     txt = many(chat, req.text_only, budget)
     mm = many(chat, req.full_mm, budget)
-    return Branches(par, txt, mm, [m[-1]["content"] for m in req.full_mm], parametric_count(req, views))
+    return Branches(par, txt, mm)
 
 
 def parametric_count(req: Requests, views: list[dict]) -> int:
