@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 SUM    := $(shell cksum pyproject.toml | cut -d' ' -f1)
-# The demo needs only the core and OCR (a faster first run); the tests need every extra.
+# The demo needs only the core, OCR and the report's plots (a faster first run); the tests need every extra.
 DEMO   := $(VENV)/.demo-$(SUM)
 STAMP  := $(VENV)/.installed-$(SUM)
 PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
@@ -13,11 +13,11 @@ PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 $(DEMO): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[ocr]"
+	$(PIP) -e ".[ocr,report]"
 	touch $(DEMO)
 
 $(STAMP): $(DEMO)
-	$(PIP) -e ".[hf,ocr,embed,ray,chat,dev]"
+	$(PIP) -e ".[hf,ocr,embed,ray,chat,report,dev]"
 	touch $(STAMP)
 
 demo: $(DEMO)

@@ -35,12 +35,18 @@ from mmaudit.rag.evaluate.fuzz import fuzz
 CLI = [sys.executable, "-m", "mmaudit.cli"]
 
 
+RUN_KINDS = ("run", "run_end")
+
+
 def keys_written(path: Path) -> Counter:
+    """Result records per key (run records, one per invocation, are not results)."""
     out: Counter = Counter()
     if path.exists():
         for line in path.read_text().splitlines():
             try:
-                out[json.loads(line)["key"]] += 1
+                rec = json.loads(line)
+                if rec.get("kind") not in RUN_KINDS:
+                    out[rec["key"]] += 1
             except (json.JSONDecodeError, KeyError):
                 out["<torn line>"] += 1
     return out

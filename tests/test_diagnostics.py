@@ -7,7 +7,7 @@ import torch
 from mmaudit.data.synthetic import FAMILIES, make_sample
 from mmaudit.judge.match import Judge
 from mmaudit.models.vlm import PatchGrid, pixels
-from mmaudit.pathways.diagnostics.oar import oar, region_patches
+from mmaudit.pathways.diagnostics.oar import attention_map, oar, region_patches
 from mmaudit.pathways.diagnostics.recovery import recover, unsupported
 from mmaudit.pathways.diagnostics.sweep import SweepConfig, summarise_sweep
 from mmaudit.pathways.pixel import MANTIS
@@ -42,6 +42,18 @@ def test_oar_on_hand_built_attention():
     assert oar(mixed, [0]) == pytest.approx(0.5 * 16)
     with pytest.raises(ValueError):
         oar(uniform, [])
+
+
+def test_attention_map_by_hand():
+    """A 2 x 2 grid over a 4 x 6 image: all attention on patch 1 (top right) puts density 4 (a quarter of the
+    image holds all of it) on the top-right cells and 0 elsewhere; even attention reads 1 everywhere."""
+    grid = PatchGrid(rows=2, cols=2, height=4, width=6)
+    hot = torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.0, 3.0, 0.0, 0.0]])
+    m = np.array(attention_map(hot, grid, 4, 6, side=6))
+    assert m.shape == (4, 6)
+    assert np.allclose(m[:2, 3:], 4.0) and np.allclose(m[2:, :], 0.0) and np.allclose(m[:, :3], 0.0)
+    even = np.array(attention_map(torch.ones(3, 4), grid, 4, 6, side=3))
+    assert even.shape == (2, 3) and np.allclose(even, 1.0)
 
 
 def _pairs(n=6):

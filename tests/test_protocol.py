@@ -165,3 +165,21 @@ def test_end_pgd_lowers_the_correct_answers_logprob_in_5_steps(vlm):
         before = vlm.score(images, prompts, answers).sequence_logprob()
         after = vlm.score(pixels(res.adv_uint8), prompts, answers).sequence_logprob()
     assert (after < before).all(), (before, after)
+
+
+def test_a_long_prompt_in_the_batch_changes_no_other_answer(zoo):
+    """The zoo's text positions are absolute slots: a batch padded to a long prompt used to move every other
+    prompt off its trained positions (all six answers wrong in an audit holding one long hostile question)."""
+    from mmaudit.data.synthetic import FAMILIES, synthetic_set
+    from mmaudit.models.vlm import pixels
+
+    ss = synthetic_set(2, seed=10_000, families=FAMILIES)
+    qs, ims = [s.question for s in ss], [s.image for s in ss]
+    long = "<script>document.body.dataset.x=1</script> | what is the value of the VAT of it today ?"
+    for vlm in zoo.values():
+        alone = vlm.generate(pixels(ims), qs)
+        assert vlm.generate(pixels(ims + ims[:1]), qs + [long])[:-1] == alone
+        answers = [s.answer for s in ss]
+        a = vlm.score(pixels(ims), qs, answers)
+        b = vlm.score(pixels(ims + ims[:1]), qs + [long], answers + answers[:1])
+        torch.testing.assert_close(b.logits[:-1], a.logits, atol=1e-4, rtol=1e-4)

@@ -171,8 +171,8 @@ def bench_score(
         console.print(f"paired delta {pair}: " + ", ".join(
             f"{k} {100 * d[k][0]:+.1f} [{100 * d[k][1]:+.1f}, {100 * d[k][2]:+.1f}]" for k in ("tc", "tp", "balanced")))
     if tables:
-        from mmaudit.cli_bench import bench_tables
         from mmaudit.cli_common import print_table
+        from mmaudit.rag.evaluate.tables import bench_tables
 
         for title, head, body in bench_tables(judged, stack, 0, seed)[1:]:
             print_table(title, head, body, left=("method",))
@@ -259,6 +259,33 @@ def demo(
 
     print_accuracy(zoo_accuracy(LEVELS, n, 10_000), n)
     run_audit_command(out=out)
+    page = out / "report.html"
+    console.print(f"HTML report: {page.resolve()} ({page.stat().st_size / 1024:.0f} KiB, self-contained; open it in "
+                  f"a browser, or rebuild it with `mmaudit report {out}`)")
+
+
+@app.command()
+def report(
+    run: Path = typer.Argument(..., help="A run folder: an audit, an audit sweep or a bench run."),
+    open_page: bool = typer.Option(False, "--open", help="Open report.html in the default browser."),
+    n_boot: int = typer.Option(None, help="Bootstrap replicates (default: the run's own)."),
+) -> None:
+    """Rebuild report.md and report.html (one self-contained page) from the run folder alone."""
+    from mmaudit.errors import InputError
+    from mmaudit.report.build import rebuild
+
+    try:
+        _, paths = rebuild(run, n_boot)
+    except InputError as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(2) from None
+    for p in paths:
+        console.print(f"{p}  ({p.stat().st_size / 1024:.0f} KiB)")
+    if open_page:
+        import webbrowser
+
+        if not webbrowser.open(paths[-1].resolve().as_uri()):
+            console.print(f"[yellow]no browser to open here; open {paths[-1].resolve()} yourself[/yellow]")
 
 
 def _register() -> None:

@@ -99,11 +99,17 @@ def run_audit_command(
     select: int | None = None, executor: str = "local", ray_workers: int = 1, ray_address: str | None = None,
     wrong_ocr: str = "auto",
 ) -> dict:
-    """The whole audit: run (resumable), summarise from the store, print every table, write report.md."""
+    """The whole audit: run (resumable), summarise from the store, print every table, write the reports."""
+    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in dict(locals()).items()}
+    if executor not in ("local", "ray"):
+        raise typer.BadParameter(f"executor must be local or ray, got {executor!r}")
     from mmaudit.audit import AuditConfig, attack_params
     from mmaudit.execution import run_audit
+    from mmaudit.manifest import Invocation
     from mmaudit.pathways.text.runner import TextRunConfig
-    from mmaudit.report import all_tables, summarise, write_report
+    from mmaudit.report import all_tables
+    from mmaudit.report.build import rebuild
+    from mmaudit.store import RunStore
 
     text = TextRunConfig(oar_layers=tuple(parse_list(oar_layers, int)) if oar_layers else None)
     cfg = AuditConfig(attacks=parse_list(attacks), eps=parse_eps(eps), steps=steps, alpha=alpha, seed=seed,
@@ -111,20 +117,19 @@ def run_audit_command(
                       max_chars=max_chars, editor=make_editor(editor), text=text, recovery=recovery,
                       recovery_positions=recovery_positions, ocr_limit=ocr_limit, schedule=schedule)
     samples, errors = load_audit_data(data, limit, select, seed, wrong_ocr)
+    run = Invocation(RunStore(out / "results.jsonl"), "audit", params | {
+        "attack_params": {a: attack_params(a, cfg) for a in cfg.attacks}, "samples": len(samples)})
     with progress_bar() as bar:
         if executor == "ray":
             from mmaudit.execution import RayExecutor, drive
             from mmaudit.models.load import expand
 
             ex = RayExecutor(expand(model or ["zoo"]), samples, out, cfg, workers=ray_workers, address=ray_address)
-            store = drive(ex, samples, out, cfg, errors, progress_callback(bar))
-        elif executor == "local":
-            store = run_audit(load_models(model or ["zoo"]), samples, out, cfg, errors=errors,
-                              progress=progress_callback(bar))
+            drive(ex, samples, out, cfg, errors, progress_callback(bar))
         else:
-            raise typer.BadParameter(f"executor must be local or ray, got {executor!r}")
-    summary = summarise(store, {a: attack_params(a, cfg) for a in cfg.attacks}, n_boot=n_boot, seed=seed)
-    path = write_report(summary, out)
+            run_audit(load_models(model or ["zoo"]), samples, out, cfg, errors=errors, progress=progress_callback(bar))
+    run.finish()
+    summary, paths = rebuild(out)
     for title, head, rows in all_tables(summary):
         print_table(title, head, rows)
     if summary.get("schedule") == "union":
@@ -133,7 +138,8 @@ def run_audit_command(
         console.print(UNION_NOTE)
     if summary["errors"]:
         console.print(f"[yellow]{len(summary['errors'])} samples could not be audited; see report.md[/yellow]")
-    console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}  report: {path}")
+    console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}  report: "
+                  + "  ".join(str(p) for p in paths))
     return summary
 
 
@@ -193,30 +199,23 @@ def sweep(
     out: Path = typer.Option(Path("runs/sweep"), help="Run folder (resumable store)."),
 ) -> None:
     """MANTIS stability: seeds x steps x eps, median std across seeds, 40->50 step gain, level order per eps."""
-    import json
-
-    from mmaudit.pathways.diagnostics.sweep import SweepConfig, run_sweep, summarise_sweep
+    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in dict(locals()).items()}
+    from mmaudit.manifest import Invocation
+    from mmaudit.pathways.diagnostics.sweep import SweepConfig, run_sweep
+    from mmaudit.report.sweep_page import rebuild_sweep, sweep_lines, sweep_tables
+    from mmaudit.store import RunStore
 
     cfg = SweepConfig(seeds=parse_list(seeds, int), steps=parse_list(steps, int),
                       eps=[parse_eps(e) for e in parse_list(eps)], batch=batch, early_stop=not paper_protocol)
     samples, _ = load_audit_data(data, None)
+    run = Invocation(RunStore(out / "results.jsonl"), "audit sweep",
+                     params | {"seeds": cfg.seeds, "steps": cfg.steps, "eps": cfg.eps})
     with progress_bar() as bar:
-        store = run_sweep(load_models(model), samples, out, cfg, progress=progress_callback(bar))
-    s = summarise_sweep(store, cfg)
-    (out / "sweep.json").write_text(json.dumps(s, indent=2))
-    head = ["model", "level", "eps"] + [f"{b} steps" for b in s["budgets"]]
-    rows = [[m["model"], m["level"], e] + [f"{100 * mu:.1f} ± {100 * sd:.1f}" for mu, sd in zip(m["asr_mean"][j],
-                                                                                         m["asr_std"][j])]
-            for m in s["models"] for j, e in enumerate(s["eps"])]
-    rows += [[f"{lv} mean", lv, e] + [f"{100 * v:.1f}" for v in vals[j]]
-             for lv, vals in s["levels"].items() for j, e in enumerate(s["eps"])]
+        run_sweep(load_models(model), samples, out, cfg, progress=progress_callback(bar))
+    run.finish()
+    s, paths = rebuild_sweep(out)
+    head, rows = sweep_tables(s)
     print_table(f"MANTIS ASR % (mean ± std over seeds {s['seeds']})", head, rows)
-    main = s["main_setting"]
-    console.print(f"median std across seeds: {100 * s['median_std_main']:.1f} points at eps {main['eps']}, "
-                  f"{main['steps']} steps; {100 * s['median_std_all']:.1f} over every setting")
-    if s["gain_40_to_50"]:
-        console.print("gain from 40 to 50 steps: " + ", ".join(f"{lv} {100 * g:+.1f}"
-                                                              for lv, g in s["gain_40_to_50"].items()))
-    console.print("level order at 40 steps: " + "; ".join(f"eps {e}: {o}" for e, o in s["level_order"].items())
-                  + f" -> {'the same at every eps' if s['order_holds'] else 'NOT the same at every eps'}")
-    console.print(f"sweep: {out / 'sweep.json'}")
+    for line in sweep_lines(s):
+        console.print(line)
+    console.print(f"sweep: {out / 'sweep.json'}  report: " + "  ".join(str(p) for p in paths))

@@ -8,57 +8,9 @@ from pathlib import Path
 import typer
 
 from mmaudit.cli_common import console, print_table, progress_bar, progress_callback
+from mmaudit.rag.evaluate.tables import pct
 
 EMBEDDED_LIMIT = 4  # questions the embedded model gets by default: 64 rows fit in minutes on 2 CPU cores
-
-
-def pct(x: float) -> str:
-    return "n/a" if x != x else f"{100 * x:.1f}"
-
-
-def bench_tables(out: Path, stack: str, n_boot: int, seed: int) -> list[tuple[str, list[str], list[list[str]]]]:
-    from mmaudit.rag.build.records import IMAGE_ATTACKS
-    from mmaudit.rag.evaluate import tables
-    from mmaudit.rag.evaluate.score import clustered_bootstrap, judged_rows, main_table
-
-    per = judged_rows(out, stack)
-    main = main_table(out, stack)
-    ref = "field_selector" if "field_selector" in per else None
-    pairs = [(ref, m) for m in sorted(per) if ref and m != ref]
-    boot = clustered_bootstrap(per, n_boot, seed, pairs=pairs) if n_boot else {"methods": {}, "deltas": {}}
-    cis = boot["methods"]
-
-    def cell(m: str, k: str, v: float) -> str:
-        return f"{pct(v)} [{pct(cis[m][k][1])}, {pct(cis[m][k][2])}]" if m in cis else pct(v)
-
-    out_tables = [("Main table (support score %, macro over datasets; 95% question-clustered paired bootstrap CIs)",
-                   ["method", "TC", "TP", "Drop", "Balanced"],
-                   [[r["method"]] + [cell(r["method"], k, r[k]) for k in ("tc", "tp", "drop", "balanced")]
-                    for r in main])]
-    if boot["deltas"]:
-        out_tables.append((f"Paired deltas ({ref} minus each method, points; 95% CIs from the same replicates)",
-                           ["pair", "TC", "TP", "Balanced"],
-                           [[pair] + [f"{100 * d[k][0]:+.1f} [{100 * d[k][1]:+.1f}, {100 * d[k][2]:+.1f}]"
-                                      for k in ("tc", "tp", "balanced")] for pair, d in boot["deltas"].items()]))
-    af = tables.attack_family(per)
-    out_tables.append(("Polluted text by image attack (TP_IP_<attack>, %)", ["method", *IMAGE_ATTACKS],
-                       [[m] + [pct(af[m][a]) for a in IMAGE_ATTACKS] for m in sorted(af)]))
-    ch = tables.channel_isolation(per)
-    keys = ("TC_IC", "TC_IP", "image_effect", "TP_IC", "text_effect", "TP_IP")
-    out_tables.append(("Channel isolation (%; image effect = TC_IC - mean TC_IP, text effect = TC_IC - TP_IC)",
-                       ["method", "TC_IC", "TC_IP avg", "image effect", "TP_IC", "text effect", "TP_IP"],
-                       [[m] + [pct(ch[m][k]) for k in keys] for m in sorted(ch)]))
-    dec = tables.decisions(per)
-    out_tables.append(("Decisions (% of rows per route, clean / polluted text)", ["method", "TC", "TP"],
-                       [[m] + [", ".join(f"{k} {pct(v)}" for k, v in dec[m][g].items()) for g in ("TC", "TP")]
-                        for m in sorted(dec)]))
-    ra = tables.route_accuracy(per)
-    datasets = sorted({ds for v in ra.values() for ds in v if ds != "overall"})
-    out_tables.append(("Route accuracy: the route is the oracle's best branch (%; ties: any best branch)",
-                       ["method", *datasets, "overall"],
-                       [[m] + [pct(ra[m].get(ds, float("nan"))) for ds in (*datasets, "overall")]
-                        for m in sorted(ra)]))
-    return out_tables
 
 
 def parse_budgets(text: str | None, base: dict) -> dict:
@@ -129,6 +81,8 @@ def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], n_boo
     from mmaudit.errors import InputError
     from mmaudit.models.chat import BudgetExceeded
     from mmaudit.rag.evaluate.run import run_bench, structured_mode
+    from mmaudit.rag.evaluate.tables import bench_tables
+    from mmaudit.report.bench_page import health_tables
 
     try:
         with progress_bar() as bar:
@@ -148,13 +102,7 @@ def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], n_boo
                      + (f"; judge: {structured_mode(judge)}" if judge is not chat else "") + "."]
     usage = {"answer_model": chat.usage.as_dict()} | ({"judge_model": judge.usage.as_dict()} if judge is not chat
                                                       else {})
-    tabs = bench_tables(out, cfg.stack, n_boot, seed)
-    unp = summary["unparsed"]
-    tabs.append(("Unparsed outputs per component (not the asked-for JSON; each falls back as documented)",
-                 ["component", "unparsed", "of"], [[k, str(v["unparsed"]), str(v["of"])] for k, v in unp.items()]))
-    tabs.append(("Distinct decisions per router (rows per final decision)", ["method", "distinct", "decisions"],
-                 [[m, str(len(d)), ", ".join(f"{k} {n}" for k, n in sorted(d.items()))]
-                  for m, d in summary["distinct_decisions"].items()]))
+    tabs = bench_tables(out, cfg.stack, n_boot, seed) + health_tables(summary)
     summary |= {"notes": notes, "usage": usage, "price_per_1k": list(prices), "budget": budget,
                 "judge": getattr(judge, "name", ""), "tables": [{"title": t, "head": h, "rows": r} for t, h, r in tabs]}
     return summary, tabs
@@ -188,13 +136,17 @@ def bench_run(
     seed: int = typer.Option(0),
 ) -> None:
     """Branches (Parametric, Text-only, Full-MM), defences, blinded judge; main and diagnostic tables."""
+    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in dict(locals()).items()}
+    from mmaudit.manifest import Invocation
     from mmaudit.rag.evaluate.run import PARAMETRIC_MODES, BenchConfig
-    from mmaudit.report.markdown import md_table
+    from mmaudit.report.bench_page import rebuild_bench
+    from mmaudit.store import RunStore
 
     if parametric not in PARAMETRIC_MODES:
         raise typer.BadParameter(f"--parametric must be one of {PARAMETRIC_MODES}")
     folder = mini_folder(folder)
     out.mkdir(parents=True, exist_ok=True)
+    run = Invocation(RunStore(out / "runs.jsonl"), "bench run", params | {"folder": str(folder.resolve())})
     prices = parse_price(price)
     cost = {"price_per_1k": prices, "budget": budget}
     if stack:
@@ -221,23 +173,11 @@ def bench_run(
                           limit=limit if limit is not None or not compact else EMBEDDED_LIMIT,
                           image_detail=image_detail, parametric=parametric, budgets=budgets, **compact)
         blocks[cfg.stack] = run_stack(folder, out, chat, judge_chat, cfg, notes, n_boot, seed, budget, prices)
-    lines = [f"# QIMG-7 run ({len(blocks)} stack{'s' if len(blocks) > 1 else ''}"
-             + (f", one judge: {next(iter(blocks.values()))[0]['judge']}" if len(blocks) > 1 else "") + ")"]
     for name, (summary, tabs) in blocks.items():
         failed = sum(summary["failed_rows"].values())
-        usage = summary["usage"]
-        spent = sum(u["cost"] for u in usage.values())
-        tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage.values())
         console.rule(f"stack {name}")
-        lines += ["", f"# Stack {name}", "", *summary["notes"], "",
-                  f"{summary['rows']} rows, {summary['questions']} questions; judge calls {summary['judge_calls']}, "
-                  f"unparsed verdicts {summary['unparsed_verdicts']} (scored uncertain).",
-                  "", f"Failed requests: {failed} method-rows left unscored "
-                  + (", ".join(f"{m} {n}" for m, n in summary["failed_rows"].items() if n) or "(none)") + ".",
-                  "", f"Usage: {tokens} tokens, cost {spent:.4f}" + (f" (budget {budget})" if budget else "") + "."]
         for title, head, rows in tabs:
             print_table(title, head, rows, left=("method", "component"))
-            lines += md_table(title, head, rows)
         for n in summary["notes"]:
             console.print(f"[yellow]{n}[/yellow]")
         if failed:
@@ -245,8 +185,9 @@ def bench_run(
                           "[/yellow]")
     only = next(iter(blocks.values()))[0] if len(blocks) == 1 else {"stacks": {n: b[0] for n, b in blocks.items()}}
     (out / "summary.json").write_text(json.dumps(only, indent=2))
-    (out / "report.md").write_text("\n".join(lines) + "\n")
-    console.print(f"judged files under {out / 'evaluation'}; report {out / 'report.md'}")
+    run.finish()
+    _, paths = rebuild_bench(out, n_boot, seed)
+    console.print(f"judged files under {out / 'evaluation'}; report " + "  ".join(str(p) for p in paths))
 
 
 def _judged_and_clean(folder: Path, run: Path, stack: str | None):

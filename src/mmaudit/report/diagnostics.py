@@ -103,5 +103,7 @@ def examples(store: RunStore, attack_params: dict | None, per_attack: int = 3) -
         out[r["attack"]].append({"model": r["model"], "sample": r["sample"], "question": r.get("question", ""),
                                  "reference": r["reference"], "clean_answer": c.get("answer", ""),
                                  "clean_image": c.get("image"), "attacked_image": r.get("image"),
-                                 "attacked_answer": r["answer"], "overlay": r.get("overlay")})
+                                 "attacked_answer": r["answer"], "overlay": r.get("overlay"), "box": r.get("box"),
+                                 "eps": r["params"].get("eps"), "linf": r.get("linf"),
+                                 "oar": r.get("oar"), "attention_map": r.get("attention_map")})
     return dict(out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 
 from mmaudit.pathways import NAMES
@@ -22,14 +23,19 @@ UNION_NOTE = ("Union schedule (AutoAttack-style): End-PGD ran on all of C, Vis-P
               "what both left. R0, R+ and δ are exact; the Vis-PGD and MANTIS columns are lower bounds.")
 
 
-def _cell(text: str) -> str:
-    """A table cell that stays one cell: HTML escaped, '|' escaped, no line breaks."""
-    return html.escape(" ".join(str(text).split())).replace("|", "\\|")
+MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#!])")
+
+
+def md_text(text) -> str:
+    """Untrusted text as inert Markdown: one line, HTML escaped, and Markdown's own punctuation backslashed,
+    so a sample id or model output can neither open a tag nor a code span, link or emphasis, nor split a
+    table cell."""
+    return MD_SPECIAL.sub(r"\\\1", html.escape(" ".join(str(text).split()), quote=False))
 
 
 def md_table(title: str, head: list[str], rows: list[list[str]]) -> list[str]:
-    return ["", f"## {html.escape(title)}", "", "| " + " | ".join(_cell(h) for h in head) + " |",
-            "|" + " --- |" * len(head)] + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return ["", f"## {html.escape(title)}", "", "| " + " | ".join(md_text(h) for h in head) + " |",
+            "|" + " --- |" * len(head)] + ["| " + " | ".join(md_text(c) for c in row) + " |" for row in rows]
 
 
 def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Path:
@@ -60,15 +66,14 @@ def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Pa
         lines += ["", "Edits that could not be made (counted as not flipped): "
                   + ", ".join(f"{NAMES.get(a, a)} {n}" for a, n in summary["edit_failures"].items())]
     lines += ["", f"Errors (samples that could not be audited): {len(summary['errors'])}"]
-    lines += [f"- `{html.escape(e['sample'])}` {html.escape(e['field'])}: {html.escape(e['reason'])}"
-              for e in summary["errors"]]
+    lines += [f"- {md_text(e['sample'])} · {md_text(e['field'])}: {md_text(e['reason'])}" for e in summary["errors"]]
     for attack, items in summary.get("examples", {}).items():
         lines += ["", f"## Examples: {NAMES.get(attack, attack)}", ""]
         for x in items:
             overlay = f", overlay {x['overlay']!r}" if x.get("overlay") else ""
-            lines += [f"{html.escape(x['model'])} · `{html.escape(x['sample'])}` · {html.escape(x['question'])} "
-                      f"(reference {html.escape(x['reference'])}{html.escape(overlay)}): clean → "
-                      f"**{html.escape(x['clean_answer'])}**, attacked → **{html.escape(x['attacked_answer'])}**", "",
+            lines += [f"{md_text(x['model'])} · {md_text(x['sample'])} · {md_text(x['question'])} "
+                      f"(reference {md_text(x['reference'])}{md_text(overlay)}): clean → "
+                      f"**{md_text(x['clean_answer'])}**, attacked → **{md_text(x['attacked_answer'])}**", "",
                       f"![clean]({x['clean_image']}) ![attacked]({x['attacked_image']})", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")

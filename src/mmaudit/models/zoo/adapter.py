@@ -65,19 +65,23 @@ class ZooAdapter:
             out.append(im)
         return torch.stack(out)
 
-    def _prompts(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        q_len = max(Q_LEN, max(len(self.tok.encode(p)) + 1 for p in prompts))
-        q_len = min(q_len, self.model.cfg.max_text - 10)
-        q, _ = encode_batch(self.tok, prompts, q_len=q_len)
+    def _prompts(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Left-padded prompt ids, their mask, and each row's position shift: the model's text positions are
+        absolute slots, so a row is placed where it would sit padded to its own length (a long prompt in a
+        batch must not move every other prompt off its trained positions)."""
+        cap = self.model.cfg.max_text - 10
+        own = [min(cap, max(Q_LEN, len(self.tok.encode(p)) + 1)) for p in prompts]
+        q, _ = encode_batch(self.tok, prompts, q_len=max(own))
         q = torch.from_numpy(q).to(self.device)
-        return q, q != self.tok.pad
+        shift = torch.tensor([max(own) - n for n in own], device=self.device)
+        return q, q != self.tok.pad, shift
 
     # ---------------------------------------------------------------- protocol
     def generate(self, images, prompts: list[str], max_new_tokens: int = 9) -> list[str]:
         x = self._images(images, prompts)
-        q, valid = self._prompts(prompts)
+        q, valid, shift = self._prompts(prompts)
         with torch.no_grad():
-            ids = self.model.generate_ids(x, q, valid, max_new_tokens, self.tok.eos)
+            ids = self.model.generate_ids(x, q, valid, max_new_tokens, self.tok.eos, shift=shift)
         return [self.tok.decode(row.tolist()) for row in ids]
 
     def answer_tokens(self, answer: str) -> list[int]:
@@ -85,12 +89,12 @@ class ZooAdapter:
 
     def score(self, images, prompts: list[str], answers: list[str]) -> AnswerScores:
         x = self._images(images, prompts)
-        q, _ = self._prompts(prompts)
+        q, _, shift = self._prompts(prompts)
         a_len = max(len(self.answer_tokens(a)) for a in answers)
         _, a = encode_batch(self.tok, prompts, answers, q_len=q.shape[1], a_len=a_len)
         a = torch.from_numpy(a).to(self.device)
         text = torch.cat([q, a[:, :-1]], 1)
-        logits = self.model(x, text, text != self.tok.pad)
+        logits = self.model(x, text, text != self.tok.pad, shift=shift)
         start = self.model.n_visual + q.shape[1] - 1
         return AnswerScores(logits[:, start : start + a_len], a, a != self.tok.pad)
 
@@ -112,9 +116,9 @@ class ZooAdapter:
 
     def hidden_states(self, images, prompts: list[str]) -> list[torch.Tensor]:
         x = self._images(images, prompts)
-        q, valid = self._prompts(prompts)
+        q, valid, shift = self._prompts(prompts)
         with capture_hidden(self.model.layers) as store, torch.no_grad():
-            self.model(x, q, valid)
+            self.model(x, q, valid, shift=shift)
         return list(store)
 
     def generate_patched(self, images, prompts: list[str], layer: int, values, max_new_tokens: int = 9,
@@ -127,12 +131,12 @@ class ZooAdapter:
         n = len(self.model.layers)
         layers = list(layers) if layers is not None else list(range(n // 2, n))
         x = self._images(images, prompts)
-        q, valid = self._prompts(prompts)
+        q, valid, shift = self._prompts(prompts)
         for i in layers:
             self.model.layers[i].keep_attention = True
         try:
             with torch.no_grad():
-                self.model(x, q, valid)
+                self.model(x, q, valid, shift=shift)
             att = torch.stack([self.model.layers[i].attention for i in layers]).mean(0).mean(1)  # (B, S, S)
         finally:
             for i in layers:

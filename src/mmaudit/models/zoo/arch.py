@@ -180,17 +180,22 @@ class ZooVLM(nn.Module):
         return self.connector(torch.cat([enc["features"], style, order], -1)) + glyph + owner
 
     def forward(
-        self, images: torch.Tensor, text_ids: torch.Tensor, text_valid: torch.Tensor, enc: dict | None = None
+        self, images: torch.Tensor, text_ids: torch.Tensor, text_valid: torch.Tensor, enc: dict | None = None,
+        shift: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Logits for every position; ``text_valid`` marks real (non-pad) text tokens."""
+        """Logits for every position; ``text_valid`` marks real (non-pad) text tokens; ``shift`` (B,) moves a
+        row's text positions back by that many slots (extra left padding a longer prompt in the batch caused)."""
         enc = enc if enc is not None else self.encoder(images)
         b, t = text_ids.shape
         n_vis = self.n_visual
         vis = self.visual_tokens(enc) + self.vis_row(self.vis_rows) + self.vis_col(self.vis_cols)
         # Absolute slots of the left-padded text: a prompt always ends at the same position,
         # so "the token two before <sep>" is a fixed position.
-        pos = torch.arange(t, device=text_ids.device).clamp(max=self.cfg.max_text - 1)
-        txt = self.tok_emb(text_ids) + self.txt_pos(pos)[None]
+        pos = torch.arange(t, device=text_ids.device)[None]
+        if shift is not None:
+            pos = pos - shift[:, None]
+        pos = pos.clamp(0, self.cfg.max_text - 1)  # slots left of a shifted row are padding (masked)
+        txt = self.tok_emb(text_ids) + self.txt_pos(pos)
         h = torch.cat([vis, txt], 1)
         s = n_vis + t
         valid = torch.cat([torch.ones(b, n_vis, dtype=torch.bool, device=h.device), text_valid], 1)
@@ -205,7 +210,8 @@ class ZooVLM(nn.Module):
 
     @torch.no_grad()
     def generate_ids(
-        self, images: torch.Tensor, q_ids: torch.Tensor, q_valid: torch.Tensor, max_new: int, eos: int
+        self, images: torch.Tensor, q_ids: torch.Tensor, q_valid: torch.Tensor, max_new: int, eos: int,
+        shift: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Greedy decoding of ``max_new`` tokens after left-padded prompts (batched)."""
         enc = self.encoder(images)
@@ -213,7 +219,7 @@ class ZooVLM(nn.Module):
         out = []
         done = torch.zeros(len(ids), dtype=torch.bool, device=ids.device)
         for _ in range(max_new):
-            nxt = self(images, ids, valid, enc=enc)[:, -1].argmax(-1)
+            nxt = self(images, ids, valid, enc=enc, shift=shift)[:, -1].argmax(-1)
             out.append(nxt)
             done |= nxt == eos
             ids = torch.cat([ids, nxt[:, None]], 1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from mmaudit.models.vlm import PatchGrid
@@ -39,3 +40,25 @@ def region_patches(grid: PatchGrid, box, n_tokens: int, min_overlap: float = 0.0
     if grid.n_tokens != n_tokens:
         raise ValueError(f"patch grid of {grid.n_tokens} tokens does not match {n_tokens} image tokens")
     return grid.region_to_patches(box, min_overlap)
+
+
+def attention_map(attention: torch.Tensor, grid: PatchGrid, height: int, width: int, side: int = 24) -> list[list]:
+    """Where the image-directed attention falls, as a coarse map over the image (for the report's Figure 3
+    heat map): each patch's share spread over its box, block-averaged to at most ``side`` cells a side, and
+    scaled so that attention spread evenly reads 1 everywhere (the scale OAR uses)."""
+    a = attention.float().mean(0)
+    total = float(a.sum())
+    dense = np.zeros((height, width))
+    if total > 0:
+        for i, share in enumerate((a / total).tolist()):
+            x0, y0, x1, y1 = grid.patch_box(i)
+            r0, r1 = int(np.floor(y0)), max(int(np.ceil(y1)), int(np.floor(y0)) + 1)
+            c0, c1 = int(np.floor(x0)), max(int(np.ceil(x1)), int(np.floor(x0)) + 1)
+            dense[r0:r1, c0:c1] += share / ((r1 - r0) * (c1 - c0))
+    rows = max(1, min(side, height, round(side * height / max(height, width))))
+    cols = max(1, min(side, width, round(side * width / max(height, width))))
+    r_edges = np.linspace(0, height, rows + 1).astype(int)
+    c_edges = np.linspace(0, width, cols + 1).astype(int)
+    cells = np.array([[dense[r_edges[r]:r_edges[r + 1], c_edges[c]:c_edges[c + 1]].mean() for c in range(cols)]
+                      for r in range(rows)])
+    return np.round(cells * height * width, 3).tolist()

@@ -19,7 +19,7 @@ from mmaudit.data.synthetic import READING_PROMPT
 from mmaudit.errors import InputError
 from mmaudit.judge.match import Judge, normalise
 from mmaudit.models.vlm import VLM, pixels
-from mmaudit.pathways.diagnostics.oar import oar, region_patches
+from mmaudit.pathways.diagnostics.oar import attention_map, oar, region_patches
 from mmaudit.pathways.text.base import Edit, mask_box
 
 
@@ -73,12 +73,14 @@ def run_text_chunk(vlm: VLM, chunk: Sequence[Sample], edits: Sequence[Edit | Inp
             restored[j] = (a, bool(judge.correct(a, s)))
     for j, i in enumerate(ok):
         e, s = eds[j], samples[j]
-        region = region_patches(vlm.patch_grid(adv[j]), e.box, att_adv[j].shape[-1], cfg.oar_min_overlap)
+        grid = vlm.patch_grid(adv[j])
+        region = region_patches(grid, e.box, att_adv[j].shape[-1], cfg.oar_min_overlap)
         out[i] = {
             "overlay": e.text, "box": list(e.box), "style": e.style, "answer": answers[j], "flipped": flipped[j],
             "read_answer": reads[j], "read": contains(reads[j], e.text),
             "used": flipped[j] and contains(answers[j], e.text),
             "oar": oar(att_adv[j], region), "oar_clean": oar(att_clean[j], region), "region_patches": len(region),
+            "attention_map": attention_map(att_adv[j], grid, *adv[j].shape[-2:]),
             "mask_answer": restored.get(j, (None, None))[0], "mask_restored": restored.get(j, (None, None))[1],
         }
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 
@@ -81,4 +82,61 @@ def route_accuracy(per: dict[str, dict[str, list[dict]]], ties: str = "any") -> 
                        for r in rows if (ds, str(r["qid"]), r["regime"]) in oracle] for ds, rows in by.items()}
         cells = {ds: float(np.mean(v)) if v else float("nan") for ds, v in per_ds.items()}
         out[m] = cells | {"overall": _macro({ds: [float(x) for x in v] for ds, v in per_ds.items()})}
+    return out
+
+
+def pct(x: float) -> str:
+    return "n/a" if x != x else f"{100 * x:.1f}"
+
+
+def bench_numbers(root: Path, stack: str | None, n_boot: int, seed: int) -> dict:
+    """Every number the bench tables and plots show, from the judged files alone: the main table with its
+    question-clustered paired bootstrap (Field-Selector as the reference of the paired deltas), the attack
+    family, channel isolation, decisions and route accuracy."""
+    from mmaudit.rag.evaluate.score import clustered_bootstrap, judged_rows, main_table
+
+    per = judged_rows(root, stack)
+    ref = "field_selector" if "field_selector" in per else None
+    pairs = [(ref, m) for m in sorted(per) if ref and m != ref]
+    boot = clustered_bootstrap(per, n_boot, seed, pairs=pairs) if n_boot else {"methods": {}, "deltas": {}}
+    return {"per": per, "main": main_table(root, stack), "ref": ref, "cis": boot["methods"],
+            "deltas": boot["deltas"], "attack_family": attack_family(per), "channel": channel_isolation(per),
+            "decisions": decisions(per), "route_accuracy": route_accuracy(per)}
+
+
+def bench_tables(root: Path, stack: str | None, n_boot: int, seed: int,
+                 numbers: dict | None = None) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The bench tables as (title, header, rows) of strings: terminal, report.md and report.html."""
+    n = numbers or bench_numbers(root, stack, n_boot, seed)
+    cis = n["cis"]
+
+    def cell(m: str, k: str, v: float) -> str:
+        return f"{pct(v)} [{pct(cis[m][k][1])}, {pct(cis[m][k][2])}]" if m in cis else pct(v)
+
+    out = [("Main table (support score %, macro over datasets; 95% question-clustered paired bootstrap CIs)",
+            ["method", "TC", "TP", "Drop", "Balanced"],
+            [[r["method"]] + [cell(r["method"], k, r[k]) for k in ("tc", "tp", "drop", "balanced")]
+             for r in n["main"]])]
+    if n["deltas"]:
+        out.append((f"Paired deltas ({n['ref']} minus each method, points; 95% CIs from the same replicates)",
+                    ["pair", "TC", "TP", "Balanced"],
+                    [[pair] + [f"{100 * d[k][0]:+.1f} [{100 * d[k][1]:+.1f}, {100 * d[k][2]:+.1f}]"
+                               for k in ("tc", "tp", "balanced")] for pair, d in n["deltas"].items()]))
+    af = n["attack_family"]
+    out.append(("Polluted text by image attack (TP_IP_<attack>, %)", ["method", *IMAGE_ATTACKS],
+                [[m] + [pct(af[m][a]) for a in IMAGE_ATTACKS] for m in sorted(af)]))
+    ch = n["channel"]
+    keys = ("TC_IC", "TC_IP", "image_effect", "TP_IC", "text_effect", "TP_IP")
+    out.append(("Channel isolation (%; image effect = TC_IC - mean TC_IP, text effect = TC_IC - TP_IC)",
+                ["method", "TC_IC", "TC_IP avg", "image effect", "TP_IC", "text effect", "TP_IP"],
+                [[m] + [pct(ch[m][k]) for k in keys] for m in sorted(ch)]))
+    dec = n["decisions"]
+    out.append(("Decisions (% of rows per route, clean / polluted text)", ["method", "TC", "TP"],
+                [[m] + [", ".join(f"{k} {pct(v)}" for k, v in dec[m][g].items()) for g in ("TC", "TP")]
+                 for m in sorted(dec)]))
+    ra = n["route_accuracy"]
+    datasets = sorted({ds for v in ra.values() for ds in v if ds != "overall"})
+    out.append(("Route accuracy: the route is the oracle's best branch (%; ties: any best branch)",
+                ["method", *datasets, "overall"],
+                [[m] + [pct(ra[m].get(ds, float("nan"))) for ds in (*datasets, "overall")] for m in sorted(ra)]))
     return out

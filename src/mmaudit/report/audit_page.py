@@ -1,0 +1,229 @@
+"""The audit's HTML page: Table 1 with CIs and the R+ − R0 gap, the plots the paper reads, a gallery per
+attack (clean | attacked | perturbation or edit box | attention heat map), errors, and what the run was."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from mmaudit.pathways import NAMES, ORDER
+from mmaudit.report import plots
+from mmaudit.report.html import Page, esc, figure, png_uri, read_rgb, table
+from mmaudit.report.markdown import INTRO, UNION_NOTE
+from mmaudit.report.risk import wanted
+from mmaudit.report.tables import all_tables
+from mmaudit.store import RunStore
+
+PIXEL = ("vis_pgd", "end_pgd", "mantis")
+
+
+def _tables(summary: dict) -> str:
+    parts = [f"<p class=\"note\">{esc(INTRO.format(**summary['bootstrap']))}</p>"]
+    if summary.get("schedule") == "union":
+        parts.append(f"<p class=\"warn\">{esc(UNION_NOTE)}</p>")
+    for title, head, rows in all_tables(summary):
+        parts.append(f"<h3>{esc(title)}</h3>" + table(head, rows, macro=[r[0].endswith(" models)") for r in rows]))
+    rk = summary.get("ranking")
+    if rk:
+        parts.append(f"<p>End-PGD vs R+ ranking over {rk['n_models']} models: Spearman ρ {rk['spearman_rho']:.3f}, "
+                     f"Kendall τ-b {rk['kendall_tau_b']:.3f}; {rk['n_moved']} moved three or more places"
+                     + (f" ({esc(', '.join(rk['moved']))})" if rk["moved"] else "") + ".</p>")
+    return "".join(parts)
+
+
+def _plots(summary: dict) -> str:
+    why = plots.available()
+    if why:
+        return f"<p class=\"warn\">{esc(why)}</p>"
+    figs = []
+    attacks, levels, models = summary["attacks"], summary["levels"], summary["models"]
+    if levels and attacks:
+        keys = [f"asr_{a}" for a in attacks] + ["r0", "r_plus", "gap"]
+        groups = [NAMES.get(a, a) for a in attacks] + ["R0", "R+", "R+ − R0"]
+        figs.append(figure(plots.bars(groups, {lv: [m[k] for k in keys] for lv, m in levels.items()},
+                                      "% of C", "ASR per attack per level (95% CI)"),
+                           "Attack success per attack and level: macro over the level's models, whiskers the "
+                           "percentile bootstrap CI; R+ − R0 is the risk the baselines miss."))
+    if models:
+        names = [f"{m['model']} ({m['level']})" for m in models]
+        figs.append(figure(plots.dumbbell(names, [m["r0"] for m in models], [m["r_plus"] for m in models],
+                                          ("R0 (baselines)", "R+ (all attacks)"), "R0 → R+ per model"),
+                           "Each model's residual risk under the baselines (R0) and under every attack (R+)."))
+    rk = summary.get("ranking")
+    if rk and len(models) > 1:
+        names = [m["model"] for m in models]
+        figs.append(figure(plots.slope(names, [m["asr"]["end_pgd"] for m in models],
+                                       [m["r_plus"] for m in models], ("End-PGD", "R+"), rk["moved"],
+                                       "Who moves: End-PGD rank vs R+ rank"),
+                           f"Rank by End-PGD ASR (left) and by R+ (right); red: moved three or more places "
+                           f"(Spearman ρ {rk['spearman_rho']:.2f})."))
+    rec = summary.get("recovery", {})
+    series = {f"{m['model']} ({m['level']})": m["by_layer"] for m in rec.get("models", []) if m.get("by_layer")}
+    if series:
+        figs.append(figure(plots.lines(series, "relative depth of the patched layer (0 = first)",
+                                       "% of flips recovered", "Layer recovery by depth"),
+                           "Share of reproduced End-PGD flips whose clean answer returns when the clean hidden "
+                           "states are patched in at that layer."))
+    for attack, d in summary.get("text", {}).items():
+        name = NAMES.get(attack, attack)
+        rows = d["rug"]["models"]
+        figs.append(figure(plots.bars([r["model"] for r in rows],
+                                      {"P_read": [(r["p_read"],) * 3 for r in rows],
+                                       "P_use": [(r["p_use"],) * 3 for r in rows]}, "% of overlays",
+                                      f"RUG, {name}: read vs used"),
+                           f"{name}: how often the model reads the overlaid text (P_read) and how often its wrong "
+                           "answer uses it (P_use); RUG is the gap."))
+        rows = d["oar"]["models"]
+        figs.append(figure(plots.bars([r["model"] for r in rows],
+                                      {"attacked": [(r["oar"],) * 3 for r in rows],
+                                       "clean (same region)": [(r["oar_clean"],) * 3 for r in rows]}, "OAR",
+                                      f"OAR, {name}: clean vs attacked", scale=1.0, ref=1.0),
+                           f"{name}: overlay attention ratio on the attacked image and on the same region of the "
+                           "clean image (dashed: attention spread evenly, OAR 1)."))
+    return f"<div class=\"figs\">{''.join(figs)}</div>" if figs else "<p>No data to plot.</p>"
+
+
+def _perturbation(clean: np.ndarray, adv: np.ndarray, eps: float | None) -> np.ndarray:
+    """adv − clean, amplified so ±eps spans black to white (grey is no change)."""
+    d = adv.astype(float) - clean.astype(float)
+    span = 255 * (eps or max(1e-6, np.abs(d).max() / 255))
+    return np.clip(127.5 + 127.5 * d / max(span, 1e-6), 0, 255).astype(np.uint8)
+
+
+def _boxed(image: np.ndarray, box) -> np.ndarray:
+    im = Image.fromarray(image)
+    if box:
+        ImageDraw.Draw(im).rectangle([float(v) for v in box], outline=(0, 229, 255), width=max(1, im.width // 96))
+    return np.asarray(im)
+
+
+def _card(run: Path, attack: str, x: dict) -> str:
+    clean, adv = read_rgb(run, x.get("clean_image")), read_rgb(run, x.get("attacked_image"))
+    pics = []
+    if clean is not None:
+        pics.append(figure(png_uri(clean), "clean"))
+    if adv is not None:
+        if attack in PIXEL:
+            pics.append(figure(png_uri(adv), "adversarial"))
+            if clean is not None and clean.shape == adv.shape:
+                amp = f"perturbation ×{0.5 / x['eps']:.0f}" if x.get("eps") else "perturbation (scaled)"
+                pics.append(figure(png_uri(_perturbation(clean, adv, x.get("eps"))), amp))
+        else:
+            pics.append(figure(png_uri(_boxed(adv, x.get("box"))), "edited (overlay box outlined)"))
+            if x.get("attention_map") and plots.available() is None:
+                pics.append(figure(plots.attention_overlay(adv, x["attention_map"], x.get("box"),
+                                                           f"attention, OAR {x.get('oar') or float('nan'):.2f}"),
+                                   "attention over the image (1 = even)"))
+    if not pics:
+        pics.append("<p class=\"note\">images not in the run folder</p>")
+    facts = [("model", x["model"]), ("sample", x["sample"]), ("question", x["question"]),
+             ("reference", x["reference"]), ("clean answer", x["clean_answer"]),
+             ("attacked answer", x["attacked_answer"])]
+    if x.get("overlay"):
+        facts.append(("overlay text", x["overlay"]))
+    if x.get("linf") is not None:
+        facts.append(("L∞", f"{x['linf']:.4f}" + (f" (ε {x['eps']:.4f})" if x.get("eps") else "")))
+    dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
+    return f"<div class=\"card\"><div class=\"imgs\">{''.join(pics)}</div><dl>{dl}</dl></div>"
+
+
+def _galleries(run: Path, summary: dict) -> str:
+    parts = []
+    ex = summary.get("examples", {})
+    for attack in sorted(ex, key=lambda a: ORDER.index(a) if a in ORDER else len(ORDER)):
+        items = ex[attack]
+        parts.append(f"<h3>{esc(NAMES.get(attack, attack))}</h3><div class=\"gallery\">"
+                     + "".join(_card(run, attack, x) for x in items) + "</div>")
+    return "".join(parts) or "<p>No flips to show.</p>"
+
+
+def _oar_figure(run: Path, summary: dict) -> str:
+    """The paper's Figure 3: attention over attacked images with the overlay outlined."""
+    if plots.available():
+        return f"<p class=\"warn\">{esc(plots.available())}</p>"
+    figs = []
+    for attack in ("typo_evid", "nat_evid"):
+        for x in summary.get("examples", {}).get(attack, []):
+            adv = read_rgb(run, x.get("attacked_image"))
+            if adv is not None and x.get("attention_map"):
+                figs.append(figure(plots.attention_overlay(adv, x["attention_map"], x.get("box"),
+                                                           f"{NAMES[attack]} · {x['model']}"),
+                                   f"{x['model']}, {x['sample']}: OAR {x.get('oar') or float('nan'):.2f}; cyan: "
+                                   f"overlay region"))
+    if not figs:
+        return "<p class=\"note\">No attention maps stored (runs made before attention maps were recorded).</p>"
+    return ("<p class=\"note\">Attention from the answer's text tokens to the image patches (later decoder layers, "
+            "heads averaged), as a multiple of even attention; the overlay region is outlined.</p>"
+            f"<div class=\"figs\">{''.join(figs)}</div>")
+
+
+def _run(summary: dict, runs: list[dict]) -> str:
+    parts = [table(["invocation", "command", "wall time (s)"],
+                   [[r["id"], r["command"], "killed or running" if r["seconds"] is None else f"{r['seconds']:.1f}"]
+                    for r in runs])] if runs else ["<p class=\"note\">No run record in the store (a run made "
+                                                   "before run records were kept).</p>"]
+    if runs:
+        last = runs[-1]
+        params = {k: v for k, v in last["params"].items() if k != "attack_params"}
+        parts.append("<h3>Parameters (latest invocation)</h3>"
+                     + table(["parameter", "value"], [[k, json.dumps(v)] for k, v in params.items()]))
+        parts.append("<h3>Attack parameters</h3>" + table(["attack", "parameters"], [
+            [NAMES.get(a, a), json.dumps(p, sort_keys=True)] for a, p in last["params"].get("attack_params",
+                                                                                           {}).items()]))
+        parts.append("<h3>Versions</h3>" + table(["package", "version"], list(last["versions"].items())))
+    b = summary["bootstrap"]
+    parts.append(f"<p class=\"note\">Bootstrap: {b['replicates']} replicates, seed {b['seed']} ({esc(b['resampled'])})."
+                 "</p>")
+    return "".join(parts)
+
+
+def _samples(store: RunStore, params: dict | None, limit: int = 240) -> str:
+    """Every sample (up to ``limit``): its question and reference, and per model the clean answer and the
+    attacks that flipped it."""
+    clean: dict[str, dict[str, dict]] = defaultdict(dict)
+    models: dict[str, str] = {}
+    for r in store.records("clean"):
+        clean[r["sample"]][r["fingerprint"]] = r
+        models[r["fingerprint"]] = r["model"]
+    flips: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for r in store.records("attack"):
+        if r["flipped"] and wanted(r, params):
+            flips[(r["sample"], r["fingerprint"])].append(NAMES.get(r["attack"], r["attack"]))
+    fps = sorted(models, key=lambda f: models[f])
+    ids = sorted(clean)
+    rows = []
+    for sid in ids[:limit]:
+        first = next(iter(clean[sid].values()))
+        row = [sid, first.get("family", ""), first.get("question", ""), first.get("reference", "")]
+        for fp in fps:
+            c = clean[sid].get(fp)
+            row.append("" if c is None else f"{'✓' if c['correct'] else '✗'} {c['answer']}"
+                       + (f" → flipped by {', '.join(flips[(sid, fp)])}" if flips.get((sid, fp)) else ""))
+        rows.append(row)
+    more = (f"<p class=\"note\">Showing {limit} of {len(ids)} samples; all are in results.jsonl.</p>"
+            if len(ids) > limit else "")
+    return ("<p class=\"note\">Per model: ✓/✗ the clean answer judged correct, then the attacks that flipped it.</p>"
+            "<input class=\"filter\" data-target=\"samples-table\" placeholder=\"filter samples (needs script)\">"
+            + more + table(["sample", "family", "question", "reference", *(models[f] for f in fps)], rows,
+                           ident="samples-table"))
+
+
+def audit_page(run: Path, summary: dict, runs: list[dict], store: RunStore, params: dict | None) -> str:
+    models = summary["models"]
+    page = Page("FusionAudit report", f"{len(models)} models · {len({m['level'] for m in models})} levels · "
+                f"{max((m['n'] for m in models), default=0)} questions · run folder {run.name}")
+    page.add("risk", "Residual risk", _tables(summary))
+    page.add("plots", "Plots", _plots(summary))
+    page.add("gallery", "Galleries", _galleries(run, summary))
+    page.add("oar", "Where the model looks (OAR)", _oar_figure(run, summary))
+    page.add("samples", "Samples", _samples(store, params))
+    errs = summary["errors"]
+    page.add("errors", f"Errors ({len(errs)})", table(["sample", "field", "reason"],
+                                                      [[e["sample"], e["field"], e["reason"]] for e in errs])
+             if errs else "<p>None: every sample was audited.</p>")
+    page.add("run", "Run", _run(summary, runs))
+    return page.render()

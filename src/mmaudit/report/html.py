@@ -1,0 +1,129 @@
+"""A self-contained HTML page: every string escaped, pictures embedded as data URIs, nothing loaded.
+
+The Content-Security-Policy allows images from data URIs, inline styles and the one script below (by its
+hash) and nothing else: no network request, and no script or handler smuggled in through a sample id or a
+model's output could run even if it escaped escaping. Without the script the page reads the same; it only
+adds sorting by a column and the row filter."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+SCRIPT = """
+document.querySelectorAll('table.sortable th').forEach(function (th) {
+  th.addEventListener('click', function () {
+    var table = th.closest('table'), body = table.tBodies[0], i = th.cellIndex;
+    var dir = th.dataset.dir === 'asc' ? -1 : 1; th.dataset.dir = dir === 1 ? 'asc' : 'desc';
+    var key = function (tr) { var t = tr.cells[i] ? tr.cells[i].textContent.trim() : ''; var n = parseFloat(t);
+      return isNaN(n) ? t.toLowerCase() : n; };
+    Array.from(body.rows).sort(function (a, b) { var x = key(a), y = key(b);
+      return (x > y ? 1 : x < y ? -1 : 0) * dir; }).forEach(function (tr) { body.appendChild(tr); });
+  });
+});
+document.querySelectorAll('input.filter').forEach(function (inp) {
+  inp.addEventListener('input', function () {
+    var q = inp.value.toLowerCase(), t = document.getElementById(inp.dataset.target);
+    Array.from(t.tBodies[0].rows).forEach(function (tr) {
+      tr.hidden = q && tr.textContent.toLowerCase().indexOf(q) < 0; });
+  });
+});
+"""
+
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#23395d;color:#fff;padding:14px 24px}header h1{margin:0;font-size:20px}
+header p{margin:4px 0 0;opacity:.85}nav{position:sticky;top:0;background:#fff;border-bottom:1px solid #ddd;
+padding:6px 24px;z-index:2}nav a{margin-right:14px;color:#23395d;text-decoration:none;font-size:13px}
+main{padding:8px 24px 40px;max-width:1400px}section{margin:18px 0 28px}h2{font-size:17px;border-bottom:2px solid
+#23395d;padding-bottom:3px}h3{font-size:14px;margin:14px 0 6px}table{border-collapse:collapse;margin:6px 0 12px;
+font-size:12.5px;background:#fff}th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
+th{background:#eef1f6;cursor:pointer;white-space:nowrap}tr.macro td{background:#f3f6fa;font-weight:600}
+.figs{display:flex;flex-wrap:wrap;gap:14px}figure{margin:0;background:#fff;border:1px solid #ddd;padding:6px}
+figure img{display:block;max-width:100%}figcaption{font-size:12px;color:#555;max-width:560px}
+.gallery{display:flex;flex-wrap:wrap;gap:12px}.card{background:#fff;border:1px solid #ddd;padding:8px;
+max-width:720px}.card .imgs{display:flex;gap:6px;flex-wrap:wrap}.card .imgs figure{border:none;padding:0}
+.card img{width:180px;image-rendering:pixelated}.card dl{display:grid;grid-template-columns:max-content 1fr;
+gap:1px 8px;margin:6px 0 0;font-size:12.5px}.card dt{color:#666}.card dd{margin:0;word-break:break-word}
+.note{color:#555;font-size:12.5px}.warn{background:#fff4e0;border-left:4px solid #e0a030;padding:6px 10px}
+.synthetic{background:#fdecea;border-left:4px solid #c0392b;padding:4px 8px;margin:3px 0}
+.synthetic b{color:#c0392b}code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
+input.filter{padding:4px 8px;width:320px;margin:4px 0}td.ans{max-width:280px}
+"""
+
+
+def esc(x) -> str:
+    """Text as HTML text: every <, >, &, quote escaped; None reads as an empty string."""
+    return "" if x is None else html.escape(str(x), quote=True)
+
+
+def table(head: Sequence[str], rows: Sequence[Sequence], ident: str = "", macro: Sequence[bool] = ()) -> str:
+    """A sortable table; cells are escaped here (pass plain strings)."""
+    body = "".join(("<tr class=\"macro\">" if i < len(macro) and macro[i] else "<tr>")
+                   + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for i, r in enumerate(rows))
+    ident = f' id="{esc(ident)}"' if ident else ""
+    return (f"<table class=\"sortable\"{ident}><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
+            + f"</tr></thead><tbody>{body}</tbody></table>")
+
+
+def figure(uri: str, caption: str) -> str:
+    return f"<figure><img src=\"{esc(uri)}\" alt=\"{esc(caption)}\"><figcaption>{esc(caption)}</figcaption></figure>"
+
+
+def data_uri(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+def png_uri(image: np.ndarray | Image.Image, max_side: int = 256) -> str:
+    """A picture as an embedded PNG, shrunk to ``max_side`` (nearest neighbour: pixels stay pixels)."""
+    im = image if isinstance(image, Image.Image) else Image.fromarray(np.asarray(image, np.uint8))
+    if max(im.size) > max_side:
+        s = max_side / max(im.size)
+        im = im.resize((max(1, round(im.width * s)), max(1, round(im.height * s))), Image.NEAREST)
+    buf = io.BytesIO()
+    im.save(buf, format="PNG", optimize=True)
+    return data_uri(buf.getvalue(), "image/png")
+
+
+def read_rgb(run: Path, rel: str | None) -> np.ndarray | None:
+    """An image the run saved, by its path relative to the run folder; None when it is not there."""
+    if not rel:
+        return None
+    path = (run / rel).resolve()
+    if not path.is_relative_to(run.resolve()) or not path.is_file():
+        return None
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB"))
+    except OSError:
+        return None
+
+
+class Page:
+    """Sections in order, a sticky table of contents, one file."""
+
+    def __init__(self, title: str, subtitle: str = "") -> None:
+        self.title, self.subtitle = title, subtitle
+        self.sections: list[tuple[str, str, str]] = []
+
+    def add(self, ident: str, title: str, body: str) -> None:
+        self.sections.append((ident, title, body))
+
+    def render(self) -> str:
+        digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+        csp = f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{digest}'"
+        nav = "".join(f"<a href=\"#{esc(i)}\">{esc(t)}</a>" for i, t, _ in self.sections)
+        body = "".join(f"<section id=\"{esc(i)}\"><h2>{esc(t)}</h2>{b}</section>" for i, t, b in self.sections)
+        return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+                f"<meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">"
+                f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+                f"<title>{esc(self.title)}</title><style>{STYLE}</style></head><body>"
+                f"<header><h1>{esc(self.title)}</h1><p>{esc(self.subtitle)}</p></header><nav>{nav}</nav>"
+                f"<main>{body}</main><script>{SCRIPT}</script></body></html>")
