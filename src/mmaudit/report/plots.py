@@ -88,7 +88,8 @@ def dumbbell(names: Sequence[str], left: Sequence[float], right: Sequence[float]
     ax.set_yticks(y, [_short(n) for n in names])
     ax.set_xlabel("% of the clean-correct set")
     ax.set_title(title)
-    ax.legend(fontsize=7, frameon=False, loc="lower right")
+    ax.legend(fontsize=7, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(names) < 4 else -0.15),
+              ncol=2)
     return _uri(fig)
 
 
@@ -105,7 +106,10 @@ def slope(names: Sequence[str], left: Sequence[float], right: Sequence[float], l
         ax.plot([0, 1], [a, b], color=c, marker="o", lw=1.5 if n in moved else 1)
         ax.text(-0.04, a, _short(n, 22), ha="right", va="center", fontsize=7, color=c)
         ax.text(1.04, b, _short(n, 22), ha="left", va="center", fontsize=7, color=c)
+    from matplotlib.ticker import MaxNLocator
+
     ax.set_xlim(-0.6, 1.6)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.invert_yaxis()
     ax.set_xticks([0, 1], list(labels))
     ax.set_ylabel("rank (1 = riskiest)")
