@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from mmaudit.cli_common import console, print_table, progress_bar, progress_callback
+from mmaudit.manifest import Invocation, command_params
 
 audit_app = typer.Typer(help="FusionAudit: white-box audit of VLMs along the pixel and rendered-text pathways.")
 ALL = "vis_pgd,end_pgd,mantis,typo_evid,nat_evid"
@@ -100,12 +101,11 @@ def run_audit_command(
     wrong_ocr: str = "auto",
 ) -> dict:
     """The whole audit: run (resumable), summarise from the store, print every table, write the reports."""
-    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in dict(locals()).items()}
+    params = command_params(dict(locals()))
     if executor not in ("local", "ray"):
         raise typer.BadParameter(f"executor must be local or ray, got {executor!r}")
     from mmaudit.audit import AuditConfig, attack_params
     from mmaudit.execution import run_audit
-    from mmaudit.manifest import Invocation
     from mmaudit.pathways.text.runner import TextRunConfig
     from mmaudit.report import all_tables
     from mmaudit.report.build import rebuild
@@ -199,8 +199,7 @@ def sweep(
     out: Path = typer.Option(Path("runs/sweep"), help="Run folder (resumable store)."),
 ) -> None:
     """MANTIS stability: seeds x steps x eps, median std across seeds, 40->50 step gain, level order per eps."""
-    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in dict(locals()).items()}
-    from mmaudit.manifest import Invocation
+    params = command_params(dict(locals()))
     from mmaudit.pathways.diagnostics.sweep import SweepConfig, run_sweep
     from mmaudit.report.sweep_page import rebuild_sweep, sweep_lines, sweep_tables
     from mmaudit.store import RunStore

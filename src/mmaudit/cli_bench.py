@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from mmaudit.cli_common import console, print_table, progress_bar, progress_callback
+from mmaudit.manifest import Invocation, command_params
 from mmaudit.rag.evaluate.tables import pct
 
 EMBEDDED_LIMIT = 4  # questions the embedded model gets by default: 64 rows fit in minutes on 2 CPU cores
@@ -75,14 +76,13 @@ def stack_models(out: Path, spec: str | None, judge_spec: str | None, concurrenc
     return chat, judge or chat, name, parse_budgets(max_tokens, budgets), compact, notes
 
 
-def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], n_boot: int, seed: int,
-              budget: float | None, prices: tuple[float, float]) -> tuple[dict, list]:
-    """One stack: run, tables, summary.json's block. Raises typer.Exit(3) when the budget is spent."""
+def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], budget: float | None,
+              prices: tuple[float, float]) -> dict:
+    """One stack: run it, return summary.json's block (its tables come from the rebuild). Raises typer.Exit(3)
+    when the budget is spent."""
     from mmaudit.errors import InputError
     from mmaudit.models.chat import BudgetExceeded
     from mmaudit.rag.evaluate.run import run_bench, structured_mode
-    from mmaudit.rag.evaluate.tables import bench_tables
-    from mmaudit.report.bench_page import health_tables
 
     try:
         with progress_bar() as bar:
@@ -102,10 +102,9 @@ def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], n_boo
                      + (f"; judge: {structured_mode(judge)}" if judge is not chat else "") + "."]
     usage = {"answer_model": chat.usage.as_dict()} | ({"judge_model": judge.usage.as_dict()} if judge is not chat
                                                       else {})
-    tabs = bench_tables(out, cfg.stack, n_boot, seed) + health_tables(summary)
     summary |= {"notes": notes, "usage": usage, "price_per_1k": list(prices), "budget": budget,
-                "judge": getattr(judge, "name", ""), "tables": [{"title": t, "head": h, "rows": r} for t, h, r in tabs]}
-    return summary, tabs
+                "judge": getattr(judge, "name", "")}
+    return summary
 
 
 def bench_run(
@@ -136,8 +135,7 @@ def bench_run(
     seed: int = typer.Option(0),
 ) -> None:
     """Branches (Parametric, Text-only, Full-MM), defences, blinded judge; main and diagnostic tables."""
-    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in dict(locals()).items()}
-    from mmaudit.manifest import Invocation
+    params = command_params(dict(locals()))
     from mmaudit.rag.evaluate.run import PARAMETRIC_MODES, BenchConfig
     from mmaudit.report.bench_page import rebuild_bench
     from mmaudit.store import RunStore
@@ -172,8 +170,14 @@ def bench_run(
         cfg = BenchConfig(stack=name or default_name, vision=vision, image_size=image_size,
                           limit=limit if limit is not None or not compact else EMBEDDED_LIMIT,
                           image_detail=image_detail, parametric=parametric, budgets=budgets, **compact)
-        blocks[cfg.stack] = run_stack(folder, out, chat, judge_chat, cfg, notes, n_boot, seed, budget, prices)
-    for name, (summary, tabs) in blocks.items():
+        blocks[cfg.stack] = run_stack(folder, out, chat, judge_chat, cfg, notes, budget, prices)
+    only = next(iter(blocks.values())) if len(blocks) == 1 else {"stacks": blocks}
+    (out / "summary.json").write_text(json.dumps(only, indent=2))
+    run.finish()
+    built, paths = rebuild_bench(out, n_boot, seed)  # the tables come from the judged files, as a rebuild's do
+    for name, summary in blocks.items():
+        tabs = built["tables"][name]
+        summary["tables"] = [{"title": t, "head": h, "rows": r} for t, h, r in tabs]
         failed = sum(summary["failed_rows"].values())
         console.rule(f"stack {name}")
         for title, head, rows in tabs:
@@ -183,10 +187,7 @@ def bench_run(
         if failed:
             console.print(f"[yellow]{failed} method-rows failed (see summary.json 'failures'); the run completed"
                           "[/yellow]")
-    only = next(iter(blocks.values()))[0] if len(blocks) == 1 else {"stacks": {n: b[0] for n, b in blocks.items()}}
     (out / "summary.json").write_text(json.dumps(only, indent=2))
-    run.finish()
-    _, paths = rebuild_bench(out, n_boot, seed)
     console.print(f"judged files under {out / 'evaluation'}; report " + "  ".join(str(p) for p in paths))
 
 

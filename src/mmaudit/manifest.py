@@ -9,6 +9,7 @@ import platform
 import sys
 import time
 from importlib import metadata
+from pathlib import Path
 
 from mmaudit.store import RunStore, key_of
 
@@ -23,6 +24,11 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return out
+
+
+def command_params(args: dict) -> dict:
+    """A command's arguments (its ``locals()`` before anything else) as JSON: paths as strings."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in args.items()}
 
 
 class Invocation:

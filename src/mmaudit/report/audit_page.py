@@ -12,7 +12,7 @@ from PIL import Image, ImageDraw
 
 from mmaudit.pathways import NAMES, ORDER
 from mmaudit.report import plots
-from mmaudit.report.html import Page, esc, figure, png_uri, read_rgb, table
+from mmaudit.report.html import Page, esc, figure, png_uri, read_rgb, runs_html, table
 from mmaudit.report.markdown import INTRO, UNION_NOTE
 from mmaudit.report.risk import wanted
 from mmaudit.report.tables import all_tables
@@ -162,19 +162,11 @@ def _oar_figure(run: Path, summary: dict) -> str:
 
 
 def _run(summary: dict, runs: list[dict]) -> str:
-    parts = [table(["invocation", "command", "wall time (s)"],
-                   [[r["id"], r["command"], "killed or running" if r["seconds"] is None else f"{r['seconds']:.1f}"]
-                    for r in runs])] if runs else ["<p class=\"note\">No run record in the store (a run made "
-                                                   "before run records were kept).</p>"]
+    parts = [runs_html(runs, skip=("attack_params",))]
     if runs:
-        last = runs[-1]
-        params = {k: v for k, v in last["params"].items() if k != "attack_params"}
-        parts.append("<h3>Parameters (latest invocation)</h3>"
-                     + table(["parameter", "value"], [[k, json.dumps(v)] for k, v in params.items()]))
         parts.append("<h3>Attack parameters</h3>" + table(["attack", "parameters"], [
-            [NAMES.get(a, a), json.dumps(p, sort_keys=True)] for a, p in last["params"].get("attack_params",
-                                                                                           {}).items()]))
-        parts.append("<h3>Versions</h3>" + table(["package", "version"], list(last["versions"].items())))
+            [NAMES.get(a, a), json.dumps(p, sort_keys=True)] for a, p in runs[-1]["params"].get("attack_params",
+                                                                                               {}).items()]))
     b = summary["bootstrap"]
     parts.append(f"<p class=\"note\">Bootstrap: {b['replicates']} replicates, seed {b['seed']} ({esc(b['resampled'])})."
                  "</p>")

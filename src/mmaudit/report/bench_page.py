@@ -15,7 +15,7 @@ from mmaudit.errors import InputError
 from mmaudit.manifest import invocations
 from mmaudit.rag.build.records import IMAGE_ATTACKS
 from mmaudit.report import plots
-from mmaudit.report.html import Page, esc, figure, png_uri, read_rgb, table
+from mmaudit.report.html import Page, esc, figure, png_uri, read_rgb, runs_html, table
 from mmaudit.report.markdown import md_table
 from mmaudit.store import RunStore
 
@@ -207,16 +207,7 @@ def _regime_strip(folder: Path | None, folder_rows: dict) -> str:
 
 
 def _run_section(runs: list[dict], summaries: dict[str, dict]) -> str:
-    parts = []
-    if runs:
-        parts.append(table(["invocation", "command", "wall time (s)"],
-                           [[r["id"], r["command"], "killed or running" if r["seconds"] is None
-                             else f"{r['seconds']:.1f}"] for r in runs]))
-        parts.append("<h3>Parameters (latest invocation)</h3>" + table(
-            ["parameter", "value"], [[k, json.dumps(v)] for k, v in runs[-1]["params"].items()]))
-        parts.append("<h3>Versions</h3>" + table(["package", "version"], list(runs[-1]["versions"].items())))
-    else:
-        parts.append("<p class=\"note\">No run record in runs.jsonl (a run made before run records were kept).</p>")
+    parts = [runs_html(runs)]
     for name, s in summaries.items():
         usage = [[who] + [str(u.get(k, "")) for k in ("calls", "cached", "retries", "failed", "prompt_tokens",
                                                        "completion_tokens", "cost")]
@@ -246,10 +237,11 @@ def rebuild_bench(run: Path, n_boot: int | None = None, seed: int | None = None)
     judges = {s.get("judge") for s in summaries.values()}
     one = f", one judge: {next(iter(judges))}" if len(stacks) > 1 and len(judges) == 1 and None not in judges else ""
     lines = [f"# QIMG-7 run ({len(stacks)} stack{'s' if len(stacks) != 1 else ''}{one})"]
+    tables = {}
     for name in stacks:
         s = summaries.get(name, {})
         n = bench_numbers(run, name, n_boot, seed)
-        tabs = bench_tables(run, name, n_boot, seed, numbers=n) + (health_tables(s) if s else [])
+        tabs = tables[name] = bench_tables(run, name, n_boot, seed, numbers=n) + (health_tables(s) if s else [])
         lines += block_lines(name, s, tabs)
         notes = "".join(f"<p class=\"note\">{esc(x)}</p>" for x in s.get("notes", []))
         if not s:
@@ -268,4 +260,4 @@ def rebuild_bench(run: Path, n_boot: int | None = None, seed: int | None = None)
     md, html_path = run / "report.md", run / "report.html"
     md.write_text("\n".join(lines) + "\n")
     html_path.write_text(page.render())
-    return {"stacks": {k: summaries.get(k, {}) for k in stacks}}, [md, html_path]
+    return {"stacks": {k: summaries.get(k, {}) for k in stacks}, "tables": tables}, [md, html_path]

@@ -11,11 +11,15 @@ import base64
 import hashlib
 import html
 import io
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+
+from mmaudit.data.images import inside, load_rgb
+from mmaudit.errors import InputError
 
 SCRIPT = """
 document.querySelectorAll('table.sortable th').forEach(function (th) {
@@ -92,18 +96,28 @@ def png_uri(image: np.ndarray | Image.Image, max_side: int = 256) -> str:
     return data_uri(buf.getvalue(), "image/png")
 
 
-def read_rgb(run: Path, rel: str | None) -> np.ndarray | None:
-    """An image the run saved, by its path relative to the run folder; None when it is not there."""
+def read_rgb(folder: Path, rel: str | None) -> np.ndarray | None:
+    """An image by its path relative to ``folder`` (the run's, or the benchmark's), through the project's one
+    loader (paths out of the folder and decompression bombs refused); None when it cannot be shown."""
     if not rel:
         return None
-    path = (run / rel).resolve()
-    if not path.is_relative_to(run.resolve()) or not path.is_file():
-        return None
     try:
-        with Image.open(path) as im:
-            return np.asarray(im.convert("RGB"))
-    except OSError:
+        return load_rgb(inside(folder, rel, rel), rel)[0]
+    except InputError:
         return None
+
+
+def runs_html(runs: list[dict], skip: tuple[str, ...] = ()) -> str:
+    """A run's invocations (with wall time), the latest one's parameters (less ``skip``) and versions."""
+    if not runs:
+        return "<p class=\"note\">No run record (a run made before run records were kept).</p>"
+    last = runs[-1]
+    return (table(["invocation", "command", "wall time (s)"],
+                  [[r["id"], r["command"], "killed or running" if r["seconds"] is None else f"{r['seconds']:.1f}"]
+                   for r in runs])
+            + "<h3>Parameters (latest invocation)</h3>"
+            + table(["parameter", "value"], [[k, json.dumps(v)] for k, v in last["params"].items() if k not in skip])
+            + "<h3>Versions</h3>" + table(["package", "version"], list(last["versions"].items())))
 
 
 class Page:

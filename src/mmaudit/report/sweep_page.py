@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mmaudit.manifest import invocations
 from mmaudit.report import plots
-from mmaudit.report.html import Page, esc, figure, table
+from mmaudit.report.html import Page, esc, figure, runs_html, table
 from mmaudit.report.markdown import md_table
 from mmaudit.store import RunStore
 
@@ -70,8 +70,7 @@ def rebuild_sweep(run: Path) -> tuple[dict, list[Path]]:
                               f"{m['model']}: MANTIS ASR by step budget, one line per eps")
                        for m in s["models"])
     page.add("plots", "Plots", f"<div class=\"figs\">{figs}</div>")
-    page.add("run", "Run", table(["invocation", "parameters", "wall time (s)"],
-                                 [[r["id"], json.dumps(r["params"]), r["seconds"]] for r in runs]))
+    page.add("run", "Run", runs_html(runs))
     html_path = run / "report.html"
     html_path.write_text(page.render())
     return s, [md, html_path]
