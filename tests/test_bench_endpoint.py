@@ -244,20 +244,43 @@ def test_cross_stack_runs_every_stack_under_one_fixed_judge(mini, tmp_path):
         assert (tmp_path / "evaluation" / "judged" / name).is_dir()
 
 
-def test_the_pipelined_run_gives_the_staged_runs_results(mini, tmp_path):
+def test_the_pipelined_run_gives_the_staged_runs_results(mini, tmp_path, monkeypatch):
     """Rows flowing through the components as their inputs exist send the same requests and write the same
-    judged and choices files as stage after stage; each unique request is answered once."""
+    judged and choices files as stage after stage, with any number of rows under way; each unique request is
+    answered once; a row's requests are built only when a place among ``rows_in_flight`` is free; progress
+    counts finished rows."""
+    from mmaudit.rag.evaluate import run
+
+    events: list[tuple[str, int]] = []
+    builder = run.request_builder
+
+    def recording_builder(*args):
+        build = builder(*args)
+        return lambda i: (events.append(("build", i)), build(i))[1]
+
+    monkeypatch.setattr(run, "request_builder", recording_builder)
     files = {}
-    for mode in ("staged", "pipelined"):
+    for mode, window in (("staged", 128), ("pipelined", 128), ("rows_2", 2)):
+        events.clear()
         with LocalChatServer(answer=_json_server("supported"), fail_rate=0.2, seed=3, stall=0.5) as srv:
             chat = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / f"{mode}.jsonl", concurrency=16,
                               timeout=0.3, backoff=0.01)
-            s = run_bench(mini, chat, tmp_path / mode, cfg=BenchConfig(stack="s", pipeline=mode == "pipelined",
-                                                                       parametric="per-question"))
-        assert s["pipelined"] == (mode == "pipelined") and sum(s["failed_rows"].values()) == 0
+            cfg = BenchConfig(stack="s", pipeline=mode != "staged", parametric="per-question", rows_in_flight=window)
+            s = run_bench(mini, chat, tmp_path / mode, cfg=cfg,
+                          progress=lambda name, done, total: events.append((name, done)))
+        assert s["pipelined"] == (mode != "staged") and sum(s["failed_rows"].values()) == 0
         assert set(srv.completed.values()) == {1}  # no unique request answered twice (Parametric per question)
         files[mode] = {p.relative_to(tmp_path / mode): p.read_text()
                        for p in sorted((tmp_path / mode / "evaluation").rglob("*.jsonl"))}
         files[mode + "_calls"] = len(srv.completed)
-    assert files["staged_calls"] == files["pipelined_calls"]
+        if mode != "staged":
+            built = done = most = 0
+            for name, _ in events:
+                built, done = built + (name == "build"), done + (name == "bench run: rows")
+                most = max(most, built - done)
+            assert built == done == 32 and most <= window  # rows under way never above the window
+            assert most == 2 or window != 2  # and the window is used
+            assert [d for name, d in events if name == "bench run: rows"] == list(range(1, 33))
+    assert files["staged_calls"] == files["pipelined_calls"] == files["rows_2_calls"]
     assert files["staged"].keys() == files["pipelined"].keys() and files["staged"] == files["pipelined"]
+    assert files["rows_2"] == files["staged"]

@@ -99,3 +99,40 @@ def test_a_schema_goes_out_as_response_format_and_a_400_to_it_falls_back_once(tm
         replies = chat.chat_many(asks, schema=schemas.SELF_CHECK)
         assert replies[2] == "" and "400" in replies[2].reason and not chat.schema_rejected
         assert all(r == reply_for(m) for i, (r, m) in enumerate(zip(replies, asks)) if i != 2)
+
+
+def test_a_200_that_is_no_chat_completion_fails_that_request_only_and_is_not_cached(tmp_path):
+    """A proxy's HTML page, JSON without choices, a non-string content: each a FailedReply naming what is
+    wrong, counted, never cached (a rerun against a working endpoint answers it); junk token counts read 0."""
+    import json
+
+    from mmaudit.models.chat import FailedReply
+
+    pages = {"question 1?": ("text/html", b"<html>502 Bad Gateway</html>"),
+             "question 2?": ("application/json", b'{"object": "error"}'),
+             "question 3?": ("application/json", json.dumps({"choices": [{"message": {"content": 7}}]}).encode()),
+             "question 4?": ("application/json", json.dumps({"choices": [{"message": {"content": "ok"}}],
+                                                             "usage": {"prompt_tokens": "many",
+                                                                       "completion_tokens": -3}}).encode())}
+    broken = lambda body: pages.get(body["messages"][0]["content"])  # noqa: E731
+    with LocalChatServer(raw_reply=broken) as srv:
+        chat = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "m.jsonl", retries=2, backoff=0.01)
+        replies = chat.chat_many(REQUESTS[:6])
+        assert [isinstance(r, FailedReply) for r in replies] == [False, True, True, True, False, False]
+        assert "malformed reply" in replies[1].reason and "502 Bad Gateway" in replies[1].reason
+        assert "no choices[0].message.content" in replies[2].reason and "content is int" in replies[3].reason
+        assert replies[4] == "ok" and replies[0] == reply_for(REQUESTS[0]) and chat.usage.failed == 3
+        assert chat.usage.calls == 3 and chat.usage.prompt_tokens == sum(len(m[0]["content"].split())
+                                                                         for m in (REQUESTS[0], REQUESTS[5]))
+        assert chat.usage.completion_tokens == 2  # question 4's junk counts read as 0
+        srv.raw_reply = None  # the endpoint works again
+        rerun = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "m.jsonl")
+        assert rerun.chat_many(REQUESTS[:6])[1:4] == [reply_for(m) for m in REQUESTS[1:4]]
+        assert rerun.usage.calls == 3 and rerun.usage.cached == 3
+
+
+def test_the_local_server_keeps_connections_alive(tmp_path):
+    """One batch on one connection (HTTP/1.1 keep-alive): a reply's body is not held behind its headers."""
+    with LocalChatServer() as srv:
+        OpenAIChat("m", base_url=srv.base_url, concurrency=1).chat_many(REQUESTS[:12])
+        assert srv.connections == 1 and sum(srv.completed.values()) == 12

@@ -56,11 +56,14 @@ class BenchConfig:
     budgets: dict = field(default_factory=lambda: dict(ENDPOINT_BUDGET))
     passages: int | None = None  # evidence cut for a small model (None: the row's five passages, whole)
     pipeline: bool = True  # rows flow through the components as their inputs exist (an async endpoint client)
+    rows_in_flight: int = 128  # pipelined: rows under way at once (bounds the images held as data URLs)
     words: int | None = None
 
     def __post_init__(self) -> None:
         if self.parametric not in PARAMETRIC_MODES:
             raise ValueError(f"parametric must be one of {PARAMETRIC_MODES}, got {self.parametric!r}")
+        if self.rows_in_flight < 1:
+            raise ValueError(f"rows_in_flight must be at least 1, got {self.rows_in_flight}")
         unknown = set(self.budgets) - set(COMPONENTS)
         if unknown:
             raise ValueError(f"unknown budget components {sorted(unknown)}; choose from {COMPONENTS}")
@@ -115,7 +118,7 @@ def image_data_url(folder: Path, size: int) -> Callable[[str | None], str | None
 
     from PIL import Image
 
-    @cache
+    @lru_cache(maxsize=64)  # a question's rows share images; a run's thousands of images are not all kept
     def url(path: str | None) -> str | None:
         pixels = row_image(folder, path)[0]
         if pixels is None:
@@ -166,9 +169,23 @@ class Branches:
         return [routers.Candidates(*x) for x in zip(self.parametric, self.text_only, self.full_mm)]
 
 
+@dataclass(frozen=True)
+class RowRequests:
+    """Every request one row's components send (its prompts and Full-MM's image)."""
+
+    parametric: list[dict]
+    parametric_salt: str  # "" when Parametric is asked once per question
+    text_only: list[dict]
+    full_mm: list[dict]
+    self_check: list[dict]
+    triage: list[dict]
+    text_trust_key: str  # TextTrust is asked once per (question, text evidence)
+    text_trust: list[dict]
+
+
 @dataclass
 class Requests:
-    """Every request a row's components send, built once from the rows (prompts and Full-MM's image)."""
+    """The rows' requests by component (the staged order sends each column as a batch)."""
 
     parametric: list[list[dict]]
     parametric_salts: list[str] | None
@@ -185,7 +202,18 @@ class Requests:
         return user(prompts.resolver_prompt(view, c.parametric, c.text_only, c.full_mm, compose, disabled))
 
 
-def build_requests(folder: Path, rows: Sequence[RegimeRow], views: list[dict], cfg: BenchConfig) -> Requests:
+def text_trust_key(view: dict) -> str:
+    return json.dumps([view["question"], view["text_evidence"]])
+
+
+def parametric_salt(row: RegimeRow, cfg: BenchConfig) -> str:
+    """Per row, a salt makes each row's Parametric request a call of its own; per question, none."""
+    return f"{row.dataset}:{row.row_id}" if cfg.parametric == "per-row" else ""
+
+
+def request_builder(folder: Path, rows: Sequence[RegimeRow], views: list[dict],
+                    cfg: BenchConfig) -> Callable[[int], RowRequests]:
+    """Row i's requests, built when asked (the pipelined run builds a row as it starts, off the event loop)."""
     bridge, data_url = image_bridge(folder), image_data_url(folder, cfg.image_size)
 
     def full_mm(v: dict):
@@ -199,16 +227,28 @@ def build_requests(folder: Path, rows: Sequence[RegimeRow], views: list[dict], c
         image = {"url": url} | ({"detail": cfg.image_detail} if cfg.image_detail else {})
         return [{"type": "text", "text": text}, {"type": "image_url", "image_url": image}]
 
-    keys = [json.dumps([v["question"], v["text_evidence"]]) for v in views]  # TextTrust: once per (question, text)
+    def build(i: int) -> RowRequests:
+        v, r = views[i], rows[i]
+        return RowRequests(
+            parametric=user(prompts.branch_prompt(v, "PARAMETRIC")[0]),
+            parametric_salt=parametric_salt(r, cfg),
+            text_only=user(prompts.branch_prompt(v, "TEXT_ONLY")[0]), full_mm=user(full_mm(v)),
+            self_check=user(prompts.self_check_prompt(v)), triage=user(prompts.triage_prompt(v)),
+            text_trust_key=text_trust_key(v), text_trust=user(prompts.text_trust_prompt(v)))
+
+    return build
+
+
+def build_requests(folder: Path, rows: Sequence[RegimeRow], views: list[dict], cfg: BenchConfig) -> Requests:
+    build = request_builder(folder, rows, views, cfg)
+    each = [build(i) for i in range(len(rows))]
     return Requests(
-        parametric=[user(prompts.branch_prompt(v, "PARAMETRIC")[0]) for v in views],
-        parametric_salts=[f"{r.dataset}:{r.row_id}" for r in rows] if cfg.parametric == "per-row" else None,
-        text_only=[user(prompts.branch_prompt(v, "TEXT_ONLY")[0]) for v in views],
-        full_mm=[user(full_mm(v)) for v in views],
-        self_check=[user(prompts.self_check_prompt(v)) for v in views],
-        triage=[user(prompts.triage_prompt(v)) for v in views],
-        text_trust_key=keys,
-        text_trust={k: user(prompts.text_trust_prompt(v)) for k, v in zip(keys, views)})
+        parametric=[x.parametric for x in each],
+        parametric_salts=[x.parametric_salt for x in each] if cfg.parametric == "per-row" else None,
+        text_only=[x.text_only for x in each], full_mm=[x.full_mm for x in each],
+        self_check=[x.self_check for x in each], triage=[x.triage for x in each],
+        text_trust_key=[x.text_trust_key for x in each],
+        text_trust={x.text_trust_key: x.text_trust for x in each})
 
 
 def answer_branches(folder: Path, chat, rows: Sequence[RegimeRow], views: list[dict], cfg: BenchConfig,
@@ -222,9 +262,10 @@ def answer_branches(folder: Path, chat, rows: Sequence[RegimeRow], views: list[d
     return Branches(par, txt, mm)
 
 
-def parametric_count(req: Requests, views: list[dict]) -> int:
-    return len(set(req.parametric_salts)) if req.parametric_salts else len({json.dumps(v["question"])
-                                                                              for v in views})
+def parametric_count(rows: Sequence[RegimeRow], views: list[dict], cfg: BenchConfig) -> int:
+    if cfg.parametric == "per-row":
+        return len({parametric_salt(r, cfg) for r in rows})
+    return len({json.dumps(v["question"]) for v in views})
 
 
 def route_row(c: routers.Candidates, check: str, tri: str, tt: str, sel: routers.Resolution,
@@ -314,11 +355,15 @@ def staged(chat, judge, rows, views, req: Requests, cfg: BenchConfig, tick) -> R
     return Replies(cands, checks, triages, tts, resolved[False], resolved[True], routed, verdict_raw)
 
 
-def pipelined(chat, judge, rows, views, req: Requests, cfg: BenchConfig, tick) -> Replies:
+def pipelined(chat, judge, rows, views, build: Callable[[int], RowRequests], cfg: BenchConfig,
+              progress: Callable[[str, int, int], None]) -> Replies:
     """Every row flows through branches and gates (at once), then both resolvers, its routers and the judge
     as soon as its inputs exist, all under each endpoint's one concurrency limit; identical requests are
-    sent once (joined in flight or read from the cache). Same requests, so the same replies as ``staged``."""
+    sent once (joined in flight or read from the cache). Same requests, so the same replies as ``staged``.
+    A row's requests are built as it starts, in a worker thread (image encoding overlaps the requests in
+    flight), and at most ``cfg.rows_in_flight`` rows are under way (each holds its image as a data URL)."""
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     budget = cfg.budgets
     clean = {(r.dataset, str(r.qid)): clean_evidence(r, cfg) for r in rows if r.regime == "TC_IC"}
@@ -329,48 +374,53 @@ def pipelined(chat, judge, rows, views, req: Requests, cfg: BenchConfig, tick) -
             await judge.open_session()
         text_trust: dict[str, asyncio.Future] = {}
         verdicts: dict[tuple, asyncio.Future] = {}
+        window = asyncio.Semaphore(cfg.rows_in_flight)
+        builder = ThreadPoolExecutor(1, thread_name_prefix="bench-requests")  # one: OCR and caches stay serial
+        done = 0
 
         def ask(messages, component, salt="", schema=None):
             return chat.achat(messages, budget.get(component), salt, schema)
 
         async def row(i: int):
-            k = req.text_trust_key[i]
-            if k not in text_trust:
-                text_trust[k] = asyncio.ensure_future(ask(req.text_trust[k], "gate", schema=schemas.TEXT_TRUST))
-            salt = req.parametric_salts[i] if req.parametric_salts else ""
-            p, t, m, check, tri, tt = await asyncio.gather(
-                ask(req.parametric[i], "answer", salt), ask(req.text_only[i], "answer"),
-                ask(req.full_mm[i], "answer"), ask(req.self_check[i], "gate", schema=schemas.SELF_CHECK),
-                ask(req.triage[i], "gate", schema=schemas.TRIAGE), text_trust[k])
-            c = routers.Candidates(p, t, m)
-            sel_raw, com_raw = await asyncio.gather(
-                *(ask(req.resolver(views[i], c, compose), "resolver", schema=schemas.resolver(compose))
-                  for compose in (False, True)))
-            sel, com = routers.resolve(c, sel_raw, False), routers.resolve(c, com_raw, True)
-            routed = route_row(c, check, tri, tt, sel, com)
-            r = rows[i]
-            mine = {(r.dataset, str(r.qid), r.question, d.answer) for d, used in routed.values()
-                    if failure(*used) is None}
-            for pair in mine:
-                if pair not in verdicts:
-                    verdicts[pair] = asyncio.ensure_future(judge.achat(judge_request(pair, clean), budget.get("judge"),
-                                                                       "", schemas.JUDGE))
-            await asyncio.gather(*(verdicts[p] for p in mine))
+            nonlocal done
+            async with window:
+                x = await asyncio.get_running_loop().run_in_executor(builder, build, i)
+                if x.text_trust_key not in text_trust:
+                    text_trust[x.text_trust_key] = asyncio.ensure_future(
+                        ask(x.text_trust, "gate", schema=schemas.TEXT_TRUST))
+                p, t, m, check, tri, tt = await asyncio.gather(
+                    ask(x.parametric, "answer", x.parametric_salt), ask(x.text_only, "answer"),
+                    ask(x.full_mm, "answer"), ask(x.self_check, "gate", schema=schemas.SELF_CHECK),
+                    ask(x.triage, "gate", schema=schemas.TRIAGE), text_trust[x.text_trust_key])
+                c = routers.Candidates(p, t, m)
+                sel_raw, com_raw = await asyncio.gather(
+                    *(ask(Requests.resolver(views[i], c, compose), "resolver", schema=schemas.resolver(compose))
+                      for compose in (False, True)))
+                sel, com = routers.resolve(c, sel_raw, False), routers.resolve(c, com_raw, True)
+                routed = route_row(c, check, tri, tt, sel, com)
+                r = rows[i]
+                mine = {(r.dataset, str(r.qid), r.question, d.answer) for d, used in routed.values()
+                        if failure(*used) is None}
+                for pair in mine:
+                    if pair not in verdicts:
+                        verdicts[pair] = asyncio.ensure_future(
+                            judge.achat(judge_request(pair, clean), budget.get("judge"), "", schemas.JUDGE))
+                await asyncio.gather(*(verdicts[p] for p in mine))
+            done += 1
+            progress("bench run: rows", done, len(rows))
             return c, check, tri, tt, sel, com, routed
 
         try:
             out = await asyncio.gather(*(row(i) for i in range(len(rows))))
         finally:
+            builder.shutdown(wait=True)
             await chat.close_session()
             if judge is not chat:
                 await judge.close_session()
         cols = list(zip(*out)) if out else [[]] * 7
         return Replies(*(list(x) for x in cols), verdict_raw={p: f.result() for p, f in verdicts.items()})
 
-    replies = asyncio.run(main())
-    for label in ("branches", "gates", "text trust", "resolver", "routing", "judge"):
-        tick(label)
-    return replies
+    return asyncio.run(main())
 
 
 def collect(routed: list[dict]) -> tuple[dict, dict]:
@@ -390,26 +440,30 @@ def run_bench(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | None
     judge = judge or chat
     rows, views = prepare(folder, cfg)
     step = 0
+    report = progress or (lambda *a: None)
 
     def tick(label: str) -> None:
         nonlocal step
         step += 1
-        if progress:
-            progress("bench run", step, 7)
+        report("bench run", step, 7)
 
-    req = build_requests(folder, rows, views, cfg)
-    flow = pipelined if cfg.pipeline and all(hasattr(m, "achat") for m in (chat, judge)) else staged
-    got = flow(chat, judge, rows, views, req, cfg, tick)
+    piped = cfg.pipeline and all(hasattr(m, "achat") for m in (chat, judge))
+    if piped:
+        got = pipelined(chat, judge, rows, views, request_builder(folder, rows, views, cfg), cfg, report)
+    else:
+        got = staged(chat, judge, rows, views, build_requests(folder, rows, views, cfg), cfg, tick)
     decisions, errors = collect(got.routed)
     verdicts = apply_verdicts(rows, decisions, errors, got.verdict_raw)
-    checks, triages, tt = got.checks, got.triages, dict(zip(req.text_trust_key, got.text_trust))
+    checks, triages, tt = got.checks, got.triages, dict(zip(map(text_trust_key, views), got.text_trust))
     resolved = {False: got.select, True: got.compose}
     model_name = getattr(chat, "name", "")
     written = write_judged(rows, decisions, verdicts, errors, out, cfg.stack)
     parts = {"checks": checks, "triages": triages, "select": got.select, "compose": got.compose}
     written += write_release(rows, decisions, errors, parts, out, cfg.stack, model_name)
-    tick("write")
-    sent_images = sum(isinstance(m[-1]["content"], list) for m in req.full_mm)
+    if not piped:
+        tick("write")
+    sent_images = sum(row_image(folder, r.image_evidence.local_path or None)[0] is not None
+                      for r in rows) if cfg.vision else 0
     return {"rows": len(rows), "questions": len({(r.dataset, str(r.qid)) for r in rows}), "files": written,
             "evidence": {"passages": cfg.passages, "words": cfg.words},
             "full_mm_input": ("pixels" if cfg.vision else "OCR text (text-only model)"),
@@ -418,7 +472,7 @@ def run_bench(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | None
             "image_errors": {r.image_evidence.local_path: why for r in rows
                              if (why := row_image(folder, r.image_evidence.local_path or None)[1])
                              and r.image_evidence.local_path},
-            "parametric_requests": parametric_count(req, views), "pipelined": flow is pipelined,
+            "parametric_requests": parametric_count(rows, views, cfg), "pipelined": piped,
             "budgets": cfg.budgets,
             "judge_calls": len(verdicts), "unparsed_verdicts": sum(not v[2] for v in verdicts.values()),
             "unparsed": unparsed_counts(checks, triages, list(tt.values()), resolved, verdicts),
