@@ -256,7 +256,12 @@ def test_the_pipelined_run_gives_the_staged_runs_results(mini, tmp_path, monkeyp
 
     def recording_builder(*args):
         build = builder(*args)
-        return lambda i: (events.append(("build", i)), build(i))[1]
+
+        def recorded(i: int):
+            events.append(("build", i))
+            return build(i)
+
+        return recorded
 
     monkeypatch.setattr(run, "request_builder", recording_builder)
     files = {}

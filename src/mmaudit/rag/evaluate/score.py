@@ -97,7 +97,12 @@ def judged_rows(root: Path, stack: str | None = None) -> dict[str, dict[str, lis
 
 def main_table(root: Path, stack: str | None = None) -> list[dict]:
     """One row per method: TC, TP, Drop, Balanced, macro-averaged over the datasets found."""
-    per = {m: {ds: dataset_scores(rows) for ds, rows in by.items()} for m, by in judged_rows(root, stack).items()}
+    return main_rows(judged_rows(root, stack))
+
+
+def main_rows(judged: dict[str, dict[str, list[dict]]]) -> list[dict]:
+    """:func:`main_table` of judged rows already read (method -> dataset -> rows)."""
+    per = {m: {ds: dataset_scores(rows) for ds, rows in by.items()} for m, by in judged.items()}
     table = []
     for method in sorted(per):
         ds = per[method]

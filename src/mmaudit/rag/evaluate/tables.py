@@ -93,13 +93,13 @@ def bench_numbers(root: Path, stack: str | None, n_boot: int, seed: int) -> dict
     """Every number the bench tables and plots show, from the judged files alone: the main table with its
     question-clustered paired bootstrap (Field-Selector as the reference of the paired deltas), the attack
     family, channel isolation, decisions and route accuracy."""
-    from mmaudit.rag.evaluate.score import clustered_bootstrap, judged_rows, main_table
+    from mmaudit.rag.evaluate.score import clustered_bootstrap, judged_rows, main_rows
 
     per = judged_rows(root, stack)
     ref = "field_selector" if "field_selector" in per else None
     pairs = [(ref, m) for m in sorted(per) if ref and m != ref]
     boot = clustered_bootstrap(per, n_boot, seed, pairs=pairs) if n_boot else {"methods": {}, "deltas": {}}
-    return {"per": per, "main": main_table(root, stack), "ref": ref, "cis": boot["methods"],
+    return {"per": per, "main": main_rows(per), "ref": ref, "cis": boot["methods"],
             "deltas": boot["deltas"], "attack_family": attack_family(per), "channel": channel_isolation(per),
             "decisions": decisions(per), "route_accuracy": route_accuracy(per)}
 
