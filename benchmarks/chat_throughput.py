@@ -25,16 +25,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
-from mmaudit.models.openai_chat import OpenAIChat
-from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
-from mmaudit.rag.build.mini import mini_inputs
-from mmaudit.rag.evaluate.run import BenchConfig, run_bench
+from mmaudit.models.chat.endpoint import OpenAIChat
+from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
+from mmaudit.rag.construct.mini import mini_inputs
+from mmaudit.rag.evaluate.config import BenchConfig
+from mmaudit.rag.evaluate.run import run_bench
 
 
 @contextmanager
 def server(latency: float):
     """The local server in a process of its own, so the client being measured does not share its GIL."""
-    code = ("import sys, time; from mmaudit.models.local_server import LocalChatServer\n"
+    code = ("import sys, time; from mmaudit.models.chat.local_server import LocalChatServer\n"
             f"s = LocalChatServer(latency={latency}); s.__enter__(); print(s.base_url, flush=True)\n"
             "while True: time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import torch
 
-from mmaudit.audit import AuditConfig
+from mmaudit.audit import AuditConfig, run_audit
 from mmaudit.data.synthetic import FAMILIES, synthetic_set
-from mmaudit.execution import run_audit
 from mmaudit.models.vlm import pixels
 from mmaudit.models.zoo.adapter import load_zoo
 from mmaudit.pathways.pixel import MANTIS, EndPGD

@@ -29,7 +29,7 @@ from pathlib import Path
 from mmaudit.data.hostile import HOSTILE, ODD, write_hostile
 from mmaudit.data.io import iter_jsonl
 from mmaudit.errors import InputError
-from mmaudit.models.local_server import LocalChatServer
+from mmaudit.models.chat.local_server import LocalChatServer
 from mmaudit.rag.evaluate.fuzz import fuzz
 
 CLI = [sys.executable, "-m", "mmaudit.cli"]
@@ -113,8 +113,9 @@ def bench_kills(tmp: Path, folder: Path, kills: int, rng: random.Random) -> dict
 
 
 def faults(tmp: Path, folder: Path) -> dict:
-    from mmaudit.models.openai_chat import OpenAIChat
-    from mmaudit.rag.evaluate.run import BenchConfig, run_bench
+    from mmaudit.models.chat.endpoint import OpenAIChat
+    from mmaudit.rag.evaluate.config import BenchConfig
+    from mmaudit.rag.evaluate.run import run_bench
 
     out = {}
     for name, rate in (("clean", 0.0), ("faulty", 0.3)):
@@ -144,8 +145,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     rng = random.Random(args.seed)
-    from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
-    from mmaudit.rag.build.mini import mini_inputs
+    from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
+    from mmaudit.rag.construct.mini import mini_inputs
 
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)

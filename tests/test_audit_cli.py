@@ -97,14 +97,48 @@ def test_union_schedule_keeps_r0_r_plus_and_delta_with_fewer_passes(tmp_path):
     assert union["schedule"] == "union" and "lower bounds" in out
 
 
-def test_units_of_work_never_import_the_driver():
-    """audit.py holds the units, execution.py the plan: one direction, no import cycle."""
+def imports_of(path) -> set[str]:
     import ast
+
+    tree = ast.parse(path.read_text())
+    return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+
+
+def test_the_audit_package_points_one_way_and_pathways_never_import_it():
+    """config -> plan -> units -> executors -> driver -> sweep: each module imports only those before it, and
+    nothing under mmaudit.pathways imports the audit (or the command line)."""
     from pathlib import Path
 
-    import mmaudit.audit
+    import mmaudit
 
-    tree = ast.parse(Path(mmaudit.audit.__file__).read_text())
-    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
-        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert "mmaudit.execution" not in imported
+    root = Path(mmaudit.__file__).parent
+    floors = ["config", "plan", "units", "executors", "driver", "sweep"]
+    for k, name in enumerate(floors):
+        above = {f"mmaudit.audit.{f}" for f in floors[k + 1 :]} | {"mmaudit.audit", "mmaudit.cli"}
+        assert not imports_of(root / "audit" / f"{name}.py") & above, name
+    for path in (root / "pathways").rglob("*.py"):
+        assert not {m for m in imports_of(path) if m.startswith(("mmaudit.audit", "mmaudit.cli"))}, path
+
+
+def test_wrong_answers_are_fixed_once_by_the_plan_before_any_executor_sees_a_sample(monkeypatch, tmp_path):
+    from mmaudit.audit import AuditConfig, run_audit
+    from mmaudit.audit import executors as ex
+    from mmaudit.models.zoo.adapter import load_zoo
+    from mmaudit.pathways import wrong
+
+    samples = synthetic_set(2, seed=10_000, families=FAMILIES)
+    assert not any("wrong_answer" in s.meta for s in samples)
+    chosen, seen = [], []
+    real_choose, real_init = wrong.choose_wrong, ex.Worker.__init__
+    monkeypatch.setattr(wrong, "choose_wrong", lambda s, *a, **k: chosen.append(s.id) or real_choose(s, *a, **k))
+
+    def init(self, model, samples, *a, **k):
+        seen.append([s.meta.get("wrong_answer") for s in samples])
+        real_init(self, model, samples, *a, **k)
+
+    monkeypatch.setattr(ex.Worker, "__init__", init)
+    cfg = AuditConfig(attacks=["mantis", "typo_evid"], steps=2, recovery=0, ocr_limit=0)
+    run_audit([load_zoo("L1"), load_zoo("L2")], samples, tmp_path, cfg)
+    assert sorted(chosen) == sorted(s.id for s in samples)  # once per sample, not once per model or executor
+    assert len(seen) == 2 and all(w is not None for ws in seen for w in ws) and seen[0] == seen[1]

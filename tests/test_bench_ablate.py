@@ -4,10 +4,11 @@ whose right answers are known by construction."""
 import pytest
 
 from mmaudit.models.chat import ScriptedChat
-from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
-from mmaudit.rag.build.mini import mini_inputs
+from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
+from mmaudit.rag.construct.mini import mini_inputs
 from mmaudit.rag.evaluate.ablate import ablate_components, ablate_fields
-from mmaudit.rag.evaluate.run import BenchConfig, load_rows
+from mmaudit.rag.evaluate.config import BenchConfig
+from mmaudit.rag.evaluate.run import load_rows
 from mmaudit.rag.evaluate.schemas import RESOLVER_FIELDS
 
 
@@ -75,7 +76,7 @@ def test_ablate_command(mini, tmp_path):
     from typer.testing import CliRunner
 
     from mmaudit.cli import app
-    from mmaudit.models.local_server import LocalChatServer
+    from mmaudit.models.chat.local_server import LocalChatServer
 
     with LocalChatServer() as srv:
         for flag in ("--fields", "--components"):

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
-from mmaudit.rag.build.mini import mini_inputs
-from mmaudit.rag.evaluate.run import BenchConfig, load_rows, run_bench
+from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
+from mmaudit.rag.construct.mini import mini_inputs
+from mmaudit.rag.evaluate.config import BenchConfig
+from mmaudit.rag.evaluate.run import load_rows, run_bench
 
 pytest.importorskip("openai")
 
@@ -21,8 +22,8 @@ from typer.testing import CliRunner  # noqa: E402
 
 from mmaudit.cli import app  # noqa: E402
 from mmaudit.models.chat import image_parts, text_content  # noqa: E402
-from mmaudit.models.local_server import LocalChatServer  # noqa: E402
-from mmaudit.models.openai_chat import OpenAIChat  # noqa: E402
+from mmaudit.models.chat.endpoint import OpenAIChat  # noqa: E402
+from mmaudit.models.chat.local_server import LocalChatServer  # noqa: E402
 
 FULL_MM = re.compile(r"IMAGE EVIDENCE METADATA:\nTitle: \S")  # only Full-MM's image fields are not blank
 

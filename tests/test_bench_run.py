@@ -5,9 +5,10 @@ import json
 import pytest
 
 from mmaudit.models.chat import ScriptedChat
-from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
-from mmaudit.rag.build.mini import mini_inputs
-from mmaudit.rag.evaluate.run import METHODS, BenchConfig, run_bench
+from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
+from mmaudit.rag.construct.mini import mini_inputs
+from mmaudit.rag.evaluate.config import METHODS, BenchConfig
+from mmaudit.rag.evaluate.run import run_bench
 from mmaudit.rag.evaluate.score import judged_rows, main_table
 
 
@@ -59,7 +60,7 @@ def test_bench_run_command_writes_tables_and_report(mini, tmp_path):
     from typer.testing import CliRunner
 
     from mmaudit.cli import app
-    from mmaudit.models.local_server import LocalChatServer
+    from mmaudit.models.chat.local_server import LocalChatServer
 
     with LocalChatServer() as srv:
         res = CliRunner().invoke(app, ["bench", "run", "--folder", str(mini), "--out", str(tmp_path),

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import torch
 
+from mmaudit.audit.sweep import SweepConfig, summarise_sweep
 from mmaudit.data.synthetic import FAMILIES, make_sample
 from mmaudit.judge.match import Judge
 from mmaudit.models.vlm import PatchGrid, pixels
 from mmaudit.pathways.diagnostics.oar import attention_map, oar, region_patches
 from mmaudit.pathways.diagnostics.recovery import recover, unsupported
-from mmaudit.pathways.diagnostics.sweep import SweepConfig, summarise_sweep
 from mmaudit.pathways.pixel import MANTIS
 from mmaudit.stats import bootstrap_groups
 from mmaudit.store import RunStore

@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from mmaudit.models.guided import BatchDecoder  # noqa: E402
-from mmaudit.rag.build.text_pollution import reply_schema  # noqa: E402
+from mmaudit.models.chat.guided import BatchDecoder  # noqa: E402
+from mmaudit.rag.construct.text_pollution import reply_schema  # noqa: E402
 from mmaudit.rag.evaluate import schemas  # noqa: E402
 from mmaudit.rag.evaluate.judge_labels import parse_verdict  # noqa: E402
 from mmaudit.rag.evaluate.routers import Candidates, parse_json, resolve, self_check, triage  # noqa: E402

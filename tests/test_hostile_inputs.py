@@ -64,9 +64,9 @@ def test_an_audit_over_hostile_rows_completes_and_lists_them(hostile, tmp_path):
 
 
 def test_bench_build_reports_hostile_images_per_question(hostile, tmp_path):
-    from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
-    from mmaudit.rag.build.inputs import read_questions
-    from mmaudit.rag.build.mini import mini_inputs
+    from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
+    from mmaudit.rag.construct.inputs import read_questions
+    from mmaudit.rag.construct.mini import mini_inputs
 
     lines = []
     for qid, image in (("q-bomb", "bomb.png"), ("q-trunc", "truncated.png"), ("q-empty", "empty.png"),

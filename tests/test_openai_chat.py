@@ -4,8 +4,8 @@ import pytest
 
 pytest.importorskip("openai")
 
-from mmaudit.models.local_server import LocalChatServer, reply_for  # noqa: E402
-from mmaudit.models.openai_chat import OpenAIChat  # noqa: E402
+from mmaudit.models.chat.endpoint import OpenAIChat  # noqa: E402
+from mmaudit.models.chat.local_server import LocalChatServer, reply_for  # noqa: E402
 
 REQUESTS = [[{"role": "user", "content": f"question {i % 40}?"}] for i in range(50)]  # 40 unique, 10 repeats
 

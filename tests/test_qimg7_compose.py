@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from mmaudit.models.chat import ScriptedChat
-from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark, qid_order, read_families
-from mmaudit.rag.build.mini import mini_inputs
-from mmaudit.rag.build.records import read_rows
-from mmaudit.rag.build.text_pollution import SUBSTITUTES, PollutionFailed, RulePolluter, assign_families
+from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark, qid_order, read_families
+from mmaudit.rag.construct.mini import mini_inputs
+from mmaudit.rag.construct.records import read_rows
+from mmaudit.rag.construct.text_pollution import SUBSTITUTES, PollutionFailed, RulePolluter, assign_families
 
 QS = mini_inputs()
 FAST = {"patch_steps": 2, "style_steps": 2}

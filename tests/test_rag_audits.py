@@ -5,7 +5,7 @@ import json
 import pytest
 
 from mmaudit.models.chat import ScriptedChat
-from mmaudit.rag.build.records import REGIMES
+from mmaudit.rag.construct.records import REGIMES
 from mmaudit.rag.evaluate.audits import atomic_audit, cohen_kappa, evaluator_sensitivity, parse_claims
 
 

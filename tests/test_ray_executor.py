@@ -5,9 +5,8 @@ import signal
 
 import pytest
 
-from mmaudit.audit import AuditConfig
+from mmaudit.audit import AuditConfig, run_audit
 from mmaudit.data.synthetic import FAMILIES, synthetic_set
-from mmaudit.execution import run_audit
 from mmaudit.models.zoo.adapter import load_zoo
 
 
@@ -24,8 +23,12 @@ def records(store):
 
 
 def test_ray_matches_local_and_survives_a_killed_worker(tmp_path, ray):
-    from mmaudit.execution import RayExecutor, drive
+    import tempfile
+    from pathlib import Path
 
+    from mmaudit.audit import AuditPlan, RayExecutor, drive
+
+    before = set(Path(tempfile.gettempdir()).glob("mmaudit*"))
     samples = synthetic_set(4, seed=10_000, families=FAMILIES)
     cfg = AuditConfig(attacks=["end_pgd", "mantis", "typo_evid"], steps=4, batch=4, recovery=6, ocr_limit=0)
     local = run_audit([load_zoo("L1")], samples, tmp_path / "local", cfg)
@@ -38,8 +41,9 @@ def test_ray_matches_local_and_survives_a_killed_worker(tmp_path, ray):
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
-    ex = RayExecutor(["zoo:L1"], samples, tmp_path / "ray", cfg, workers=2, on_unit=kill_one_worker_once)
-    remote = drive(ex, samples, tmp_path / "ray", cfg)
+    plan = AuditPlan.build(samples, cfg)
+    ex = RayExecutor(["zoo:L1"], plan, workers=2, on_unit=kill_one_worker_once)
+    remote = drive(ex, plan, tmp_path / "ray")
     assert killed, "the fault was never injected"
     a, b = records(local), records(remote)
     assert a.keys() == b.keys() and a == b
@@ -47,6 +51,8 @@ def test_ray_matches_local_and_survives_a_killed_worker(tmp_path, ray):
     for r in b.values():  # every image a record names reached the driver's run folder
         if r.get("image"):
             assert (tmp_path / "ray" / r["image"]).exists()
+    # the workers (the killed one included) left no temporary folders behind
+    assert set(Path(tempfile.gettempdir()).glob("mmaudit*")) == before
 
 
 def test_cli_executor_ray_gives_the_local_summary(tmp_path, ray):

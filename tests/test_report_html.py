@@ -51,9 +51,9 @@ def audit_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory):
     pytest.importorskip("openai")
-    from mmaudit.models.local_server import LocalChatServer
-    from mmaudit.rag.build.benchmark import BuildConfig, build_benchmark
-    from mmaudit.rag.build.mini import mini_inputs
+    from mmaudit.models.chat.local_server import LocalChatServer
+    from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
+    from mmaudit.rag.construct.mini import mini_inputs
 
     tmp = tmp_path_factory.mktemp("bench-report")
     folder = tmp / "bench"

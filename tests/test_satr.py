@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mmaudit.rag.build.records import REGIMES
+from mmaudit.rag.construct.records import REGIMES
 from mmaudit.rag.evaluate.score import clustered_bootstrap
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from mmaudit.errors import InputError
 from mmaudit.manifest import invocations
-from mmaudit.rag.build.records import IMAGE_ATTACKS
+from mmaudit.rag.construct.records import IMAGE_ATTACKS
 from mmaudit.report import plots
 from mmaudit.report.html import Page, esc, figure, png_uri, read_rgb, runs_html, table
 from mmaudit.report.markdown import md_table
@@ -129,7 +129,7 @@ def _folder_rows(folder: Path | None) -> dict[tuple, object]:
     """The benchmark's rows by (dataset, qid, regime), for passages and images; {} when unreadable."""
     if folder is None or not folder.is_dir():
         return {}
-    from mmaudit.rag.build.records import read_rows
+    from mmaudit.rag.construct.records import read_rows
 
     out = {}
     for f in sorted(folder.glob("*_qimg7_mm_regimes_*.jsonl")):

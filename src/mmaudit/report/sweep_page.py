@@ -14,7 +14,7 @@ from mmaudit.store import RunStore
 
 
 def sweep_config(store: RunStore, runs: list[dict]):
-    from mmaudit.pathways.diagnostics.sweep import SweepConfig
+    from mmaudit.audit.sweep import SweepConfig
 
     if runs:
         p = runs[-1]["params"]
@@ -48,7 +48,7 @@ def sweep_lines(s: dict) -> list[str]:
 
 
 def rebuild_sweep(run: Path) -> tuple[dict, list[Path]]:
-    from mmaudit.pathways.diagnostics.sweep import summarise_sweep
+    from mmaudit.audit.sweep import summarise_sweep
 
     store = RunStore(run / "results.jsonl")
     runs = [r for r in invocations(store) if r["command"] == "audit sweep"]

@@ -30,7 +30,7 @@ def ocr_evidence(store: RunStore, samples: list[Sample], attack, edits, limit: i
     for n, s in enumerate(todo, 1):
         key = key_of(kind="ocr", sample=sample_fingerprint(s), attack=attack.params())
         if key not in store:
-            edit, _ = edits.get(attack, s)
+            edit = edits.get(attack, s)[0]
             if isinstance(edit, Edit):
                 clean, edited = read_lines(s.image), read_lines(edit.image)
                 store.put({"kind": "ocr", "key": key, "sample": s.id, "family": s.family, "attack": attack.name,

@@ -14,20 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmaudit.rag.evaluate import routers, schemas
-from mmaudit.rag.evaluate.run import (
-    BenchConfig,
-    Requests,
-    answer_branches,
-    apply_verdicts,
-    build_requests,
-    failure,
-    judge_methods,
-    many,
-    prepare,
-    write_judged,
-)
+from mmaudit.rag.evaluate.config import BenchConfig
+from mmaudit.rag.evaluate.decisions import apply_verdicts, failure, judge_methods
+from mmaudit.rag.evaluate.requests import Requests, build_requests, many
+from mmaudit.rag.evaluate.run import prepare, write_judged
 from mmaudit.rag.evaluate.schemas import RESOLVER_FIELDS
 from mmaudit.rag.evaluate.score import main_table
+from mmaudit.rag.evaluate.staged import answer_branches
 
 FULL = "field_selector"
 

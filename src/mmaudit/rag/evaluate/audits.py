@@ -14,8 +14,8 @@ import numpy as np
 from mmaudit.rag.evaluate import schemas
 from mmaudit.rag.evaluate.judge_labels import parse_verdict
 from mmaudit.rag.evaluate.prompts import judge_prompt
+from mmaudit.rag.evaluate.requests import many, user
 from mmaudit.rag.evaluate.routers import parse_json
-from mmaudit.rag.evaluate.run import many, user
 from mmaudit.rag.evaluate.score import LABEL_SCORES
 
 ATOMIC_SCORES = {"supported": 1.0, "partially_supported": 0.5, "unsupported": 0.0, "uncertain": 0.0}

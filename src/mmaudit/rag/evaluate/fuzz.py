@@ -74,7 +74,7 @@ def malformed(n: int, seed: int = 0) -> list:
 
 def parsers() -> dict:
     """Every parser of a structured QIMG-7 output, as (name -> function returning its outcome label)."""
-    from mmaudit.rag.build.text_pollution import parse_reply
+    from mmaudit.rag.construct.text_pollution import parse_reply
     from mmaudit.rag.evaluate.audits import parse_claims
     from mmaudit.rag.evaluate.judge_labels import parse_verdict
     from mmaudit.rag.evaluate.routers import Candidates, resolve, self_check, text_trust_state, triage

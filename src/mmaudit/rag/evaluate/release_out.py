@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from mmaudit.rag.build.records import RegimeRow
+from mmaudit.rag.construct.records import RegimeRow
 from mmaudit.rag.evaluate import routers
 
 POLICY = {"field_selector": "field", "soft_conductor": "soft"}  # the release's post-processing policy names

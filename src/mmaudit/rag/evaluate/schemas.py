@@ -2,7 +2,7 @@
 
 One schema per component, used two ways: an OpenAI-compatible endpoint gets it
 as ``response_format`` (vLLM, llama.cpp server, Ollama and hosted APIs decode
-under it), and the embedded model decodes under it (mmaudit.models.guided).
+under it), and the embedded model decodes under it (mmaudit.models.chat.guided).
 Property order is the order a guided decoder fills them: labels first, free
 text last, so a short token budget never cuts a label. Every schema is strict
 (all properties required, no others), as OpenAI's strict mode requires.

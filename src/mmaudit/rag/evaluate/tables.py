@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmaudit.rag.build.records import IMAGE_ATTACKS
+from mmaudit.rag.construct.records import IMAGE_ATTACKS
 from mmaudit.rag.evaluate.routers import route_source
 
 BRANCH_METHODS = ("parametric", "text_only", "full_mm")

@@ -1,0 +1,160 @@
+"""Executors run units of work, nothing else: here (local) or spread over a Ray cluster.
+
+A :class:`Worker` holds one model and the plan's samples (wrong answers already
+fixed) and runs a unit by name. The local executor keeps one worker per model
+in this process; the Ray executor keeps actors that each load a model (one per
+GPU when there are GPUs) and hands them units. Because the units and their
+batches are the same, both give the same records. Units return their files as
+bytes, so an actor writes nothing to disk; a unit whose worker dies is retried
+on a restarted actor.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from mmaudit.audit.config import AuditConfig, make_attack
+from mmaudit.audit.plan import AuditPlan, Unit
+from mmaudit.audit.units import (
+    EditCache,
+    UnitResult,
+    clean_unit,
+    model_fields,
+    pixel_attack_unit,
+    recovery_unit,
+    text_attack_unit,
+)
+from mmaudit.data.sample import Sample
+from mmaudit.judge.match import Judge
+from mmaudit.pathways.text import TEXT_ATTACKS
+
+
+class Executor(Protocol):
+    def metas(self) -> list[dict]:
+        """Per model: name, level and fingerprint."""
+        ...
+
+    def run(self, model: int, units: list[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
+        """Run (unit, extra arguments) pairs on a model, yielding results in order."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Worker:
+    """One model and the plan's samples; runs units and returns their records and files."""
+
+    def __init__(self, model, samples: list[Sample], cfg: AuditConfig, judge: Judge | None = None,
+                 edits: EditCache | None = None) -> None:
+        self.vlm, self.cfg, self.judge = model, cfg, judge or Judge()
+        self.by_id = {s.id: s for s in samples}
+        self.edits = edits or EditCache()
+
+    def meta(self) -> dict:
+        return model_fields(self.vlm)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def run(self, unit: Unit, *extra) -> UnitResult:
+        chunk = [self.by_id[i] for i in unit.ids]
+        keys = list(unit.keys)
+        if unit.method == "clean":
+            return clean_unit(self.vlm, chunk, keys, self.judge)
+        if unit.method == "recovery":
+            (adversarial,) = extra
+            return recovery_unit(self.vlm, chunk, adversarial, self.judge, self.cfg)
+        atk = make_attack(unit.attack, self.cfg, self.judge)
+        params = extra[0]
+        if unit.attack in TEXT_ATTACKS:
+            return text_attack_unit(self.vlm, atk, chunk, keys, self.edits, self.judge, self.cfg, params)
+        return pixel_attack_unit(self.vlm, atk, chunk, keys, self.judge, self.cfg.verify_reload, params)
+
+
+class LocalExecutor:
+    """Models already loaded in this process; one edit cache shared by all of them."""
+
+    def __init__(self, models, plan: AuditPlan, judge: Judge | None = None) -> None:
+        edits = EditCache()
+        self.workers = [Worker(m, plan.samples, plan.cfg, judge, edits) for m in models]
+
+    def metas(self) -> list[dict]:
+        return [w.meta() for w in self.workers]
+
+    def run(self, model: int, units: list[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
+        for unit, extra in units:
+            yield self.workers[model].run(unit, *extra)
+
+    def close(self) -> None:
+        return None
+
+
+class _RayWorker:
+    """A Worker inside a Ray actor: it loads its model itself."""
+
+    def __init__(self, spec: str, samples: list[Sample], cfg: AuditConfig, threads: int) -> None:
+        import torch
+
+        from mmaudit.models.load import load_model
+
+        torch.set_num_threads(threads)  # the driver's count: float sums then match a local run bit for bit
+        self.worker = Worker(load_model(spec), samples, cfg)
+
+    def meta(self) -> dict:
+        return self.worker.meta()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def call(self, unit: Unit, extra: tuple) -> UnitResult:
+        return self.worker.run(unit, *extra)
+
+
+class RayExecutor:
+    """Units spread over Ray actors: ``workers`` actors per model, each holding its model.
+
+    On a cluster with GPUs every actor takes one GPU (``num_gpus=1``); on CPUs it
+    takes ``cpus_per_worker``. Actors restart and their units are retried when a
+    worker process dies (``max_restarts``, ``max_task_retries``).
+    """
+
+    def __init__(self, specs: list[str], plan: AuditPlan, workers: int = 1, address: str | None = None,
+                 cpus_per_worker: float = 1.0, retries: int = 3,
+                 on_unit: Callable[[RayExecutor], None] | None = None, threads: int | None = None) -> None:
+        import ray
+        import torch
+
+        if not ray.is_initialized():
+            ray.init(address=address or os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
+                     include_dashboard=False, log_to_driver=False)
+        gpus = ray.cluster_resources().get("GPU", 0)
+        actor = ray.remote(max_restarts=retries, max_task_retries=retries)(_RayWorker)
+        opts = {"num_gpus": 1} if gpus else {"num_cpus": cpus_per_worker}
+        ref = ray.put(plan.samples)
+        self.ray, self.on_unit = ray, on_unit
+        self._samples = ref  # held for as long as the actors live: a restarted actor is rebuilt from it
+        threads = threads or torch.get_num_threads()
+        self.actors = [[actor.options(**opts).remote(spec, ref, plan.cfg, threads) for _ in range(workers)]
+                       for spec in specs]
+
+    def metas(self) -> list[dict]:
+        return self.ray.get([group[0].meta.remote() for group in self.actors])
+
+    def run(self, model: int, units: list[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
+        from ray.util import ActorPool
+
+        pool = ActorPool(self.actors[model])
+        for result in pool.map(lambda a, u: a.call.remote(*u), units):
+            yield result
+            if self.on_unit:
+                self.on_unit(self)
+
+    def close(self) -> None:
+        """End the actors (their models' memory goes with them)."""
+        for group in self.actors:
+            for a in group:
+                self.ray.kill(a)
+        self.actors = []
+

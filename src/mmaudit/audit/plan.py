@@ -1,0 +1,133 @@
+"""The audit's plan: which units of work exist, their samples, chunks and store keys, fixed once per run.
+
+A plan is built once from the loaded samples and the config. Building it is the
+one place where each sample's task-matching wrong answer is fixed (from the
+vocabulary of everything loaded), so every executor and every model sees the
+same wrong answers, and the keys of the attacks that use one include it.
+
+Units are fixed chunks of a model's samples sorted by id, so a resumed run (or
+another executor) forms exactly the batches an uninterrupted one did and ends
+with identical numbers. Which units exist after the clean pass depends on the
+store (the clean-correct set C, and under the union schedule the flips of
+earlier attacks); the plan reads it, never writes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from mmaudit.audit.config import UNION_ORDER, AuditConfig, attack_order, attack_params
+from mmaudit.data.sample import Sample, sample_fingerprint
+from mmaudit.judge.match import Judge
+from mmaudit.pathways.wrong import USES_WRONG, OcrReader, assign_wrong_answers
+from mmaudit.store import RunStore, key_of
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit of work: a worker ``method`` over the samples ``ids``; done when every key is in the store."""
+
+    method: str  # "clean", "attack" or "recovery"
+    ids: tuple[str, ...]
+    keys: tuple[str, ...]
+    attack: str | None = None
+
+
+def chunks_of(items: list, size: int) -> list[list]:
+    """Fixed chunks: a resumed run (or another executor) forms exactly the same batches. Samples of one image
+    shape go together (a batch is one pixel tensor), in the order each shape first appears."""
+    groups: dict = {}
+    for it in items:
+        groups.setdefault(getattr(getattr(it, "image", None), "shape", None), []).append(it)
+    return [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)]
+
+
+def clean_keys(fingerprint: str, samples: Iterable[Sample]) -> list[str]:
+    return [key_of(kind="clean", model=fingerprint, sample=sample_fingerprint(s)) for s in samples]
+
+
+def attack_keys(fingerprint: str, chunk: Iterable[Sample], params: dict) -> list[str]:
+    """An attack record's key: model, sample, parameters and, for attacks that use one, the wrong answer."""
+    uses = params.get("name") in USES_WRONG
+    return [key_of(kind="attack", model=fingerprint, sample=sample_fingerprint(s), attack=params,
+                   **({"wrong": s.meta.get("wrong_answer")} if uses else {})) for s in chunk]
+
+
+def recovery_keys(fingerprint: str, chunk: Iterable[Sample], cfg: AuditConfig) -> list[str]:
+    return [key_of(kind="recovery", model=fingerprint, sample=sample_fingerprint(s),
+                   attack=attack_params("end_pgd", cfg), positions=cfg.recovery_positions) for s in chunk]
+
+
+def correct_set(store: RunStore, fingerprint: str, samples: list[Sample]) -> list[Sample]:
+    """The clean-correct set C, sorted by id."""
+    keys = dict(zip((s.id for s in samples), clean_keys(fingerprint, samples)))
+    return sorted((s for s in samples if store.get(keys[s.id])["correct"]), key=lambda s: s.id)
+
+
+def flipped_by(store: RunStore, fingerprint: str, params: dict[str, dict]) -> set[str]:
+    """Samples that any of the attacks (name -> params) flipped for this model."""
+    return {r["sample"] for r in store.records("attack") if r["fingerprint"] == fingerprint
+            and r["attack"] in params and r["params"] == params[r["attack"]] and r["flipped"]}
+
+
+@dataclass
+class AuditPlan:
+    """The samples (wrong answers fixed, sorted by id), the attacks in schedule order with their parameters,
+    and the units each stage consists of."""
+
+    samples: list[Sample]
+    cfg: AuditConfig
+    attacks: list[str] = field(init=False)
+    params: dict[str, dict] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.samples = sorted(self.samples, key=lambda s: s.id)
+        self.by_id = {s.id: s for s in self.samples}
+        self.attacks = attack_order(self.cfg)
+        self.params = {a: attack_params(a, self.cfg) for a in self.attacks}
+
+    @classmethod
+    def build(cls, samples: list[Sample], cfg: AuditConfig, pool: Iterable[Sample] | None = None,
+              ocr: OcrReader | None = None, judge: Judge | None = None) -> AuditPlan:
+        """Fix each sample's wrong answer (from ``pool``'s vocabulary, default the samples; for text answers
+        without layout metadata, also from the image's ``ocr`` text), then plan. A sample that already
+        carries one keeps it."""
+        assign_wrong_answers(samples, judge, ocr=ocr, vocabulary_from=pool)
+        return cls(list(samples), cfg)
+
+    @property
+    def recovery(self) -> bool:
+        return "end_pgd" in self.cfg.attacks and self.cfg.recovery > 0
+
+    def _units(self, method: str, chunks: list[list[Sample]], keys, attack: str | None = None) -> list[Unit]:
+        return [Unit(method, tuple(s.id for s in c), tuple(keys(c)), attack) for c in chunks]
+
+    def clean_units(self, fingerprint: str) -> list[Unit]:
+        return self._units("clean", chunks_of(self.samples, self.cfg.batch), lambda c: clean_keys(fingerprint, c))
+
+    def attack_units(self, fingerprint: str, attack: str, store: RunStore) -> list[Unit]:
+        """The attack over C: all of it, or under the union schedule what earlier attacks left."""
+        todo = correct_set(store, fingerprint, self.samples)
+        if self.cfg.schedule == "union" and attack in UNION_ORDER:
+            earlier = UNION_ORDER[: UNION_ORDER.index(attack)]
+            done = flipped_by(store, fingerprint, {a: self.params[a] for a in earlier if a in self.params})
+            todo = [s for s in todo if s.id not in done]
+        params = self.params[attack]
+        return self._units("attack", chunks_of(todo, self.cfg.batch), lambda c: attack_keys(fingerprint, c, params),
+                           attack)
+
+    def recovery_flips(self, fingerprint: str, store: RunStore) -> list[dict]:
+        """The first ``cfg.recovery`` End-PGD flips of a model, by sample id."""
+        end_params = attack_params("end_pgd", self.cfg)
+        return sorted((r for r in store.records("attack") if r["fingerprint"] == fingerprint
+                       and r["attack"] == "end_pgd" and r["params"] == end_params and r["flipped"]),
+                      key=lambda r: r["sample"])[: self.cfg.recovery]
+
+    def recovery_units(self, fingerprint: str, store: RunStore) -> list[tuple[Unit, list[str]]]:
+        """Layer recovery over the first flips, each unit with the adversarial images (run-folder paths) it
+        patches."""
+        flips = chunks_of(self.recovery_flips(fingerprint, store), self.cfg.batch)
+        return [(Unit("recovery", tuple(r["sample"] for r in c),
+                      tuple(recovery_keys(fingerprint, [self.by_id[r["sample"]] for r in c], self.cfg))),
+                 [r["image"] for r in c]) for c in flips]

@@ -1,0 +1,140 @@
+"""The audit's units of work: clean pass, a pixel attack, a text attack, layer recovery, over one chunk.
+
+A unit runs on a loaded model and returns its records together with the PNG
+files they name (run-folder path -> bytes). Units never touch the run folder:
+the driver writes the files, then the records, so a local run and a Ray run
+(whose workers live on other machines) are the same code path, and a worker
+leaves nothing behind. Every PNG is checked to decode to exactly the pixels
+that were judged, and a pixel flip counts only if the decoded PNG still flips.
+Rendered-text edits do not depend on the model: each is made once per sample
+(:class:`EditCache`) and shared by every model a worker process holds.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image
+
+from mmaudit.audit.config import MAX_NEW_TOKENS, AuditConfig
+from mmaudit.audit.plan import recovery_keys
+from mmaudit.data.sample import Sample, sample_fingerprint
+from mmaudit.errors import InputError
+from mmaudit.judge.match import Judge
+from mmaudit.models.vlm import VLM, pixels
+from mmaudit.pathways.diagnostics.recovery import recover, unsupported
+from mmaudit.pathways.text import Edit
+from mmaudit.pathways.text.runner import run_text_chunk
+from mmaudit.store import key_of
+
+
+@dataclass
+class UnitResult:
+    """A unit's records and the files they name (relative path -> PNG bytes)."""
+
+    records: list[dict]
+    files: dict[str, bytes] = field(default_factory=dict)
+
+
+def png_bytes(image: np.ndarray, where: str) -> bytes:
+    """Encode losslessly and check the round trip: what is saved is exactly what was judged."""
+    buf = io.BytesIO()
+    Image.fromarray(image).save(buf, format="PNG")
+    data = buf.getvalue()
+    if not np.array_equal(decode_png(data), image):
+        raise RuntimeError(f"{where}: the PNG does not decode to the judged pixels")
+    return data
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    with Image.open(io.BytesIO(data)) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def model_fields(vlm: VLM) -> dict:
+    return {"model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint}
+
+
+def clean_unit(vlm: VLM, chunk: list[Sample], keys: list[str], judge: Judge) -> UnitResult:
+    """Answer a chunk on its clean images (and keep each image for the report)."""
+    answers = vlm.generate(pixels([s.image for s in chunk]), [s.question for s in chunk], MAX_NEW_TOKENS)
+    files = {f"clean/{sample_fingerprint(s)}.png": png_bytes(s.image, f"sample {s.id!r}") for s in chunk}
+    records = [
+        {"kind": "clean", "key": k, **model_fields(vlm), "sample": s.id, "family": s.family,
+         "answer_type": s.answer_type, "reference": s.answer, "question": s.question, "answer": a,
+         "correct": bool(judge.correct(a, s)), "image": f"clean/{sample_fingerprint(s)}.png"}
+        for s, a, k in zip(chunk, answers, keys)
+    ]
+    return UnitResult(records, files)
+
+
+def base_record(vlm: VLM, s: Sample, key: str, attack: str, params: dict) -> dict:
+    return {"kind": "attack", "key": key, **model_fields(vlm), "sample": s.id, "family": s.family,
+            "attack": attack, "params": params, "reference": s.answer, "question": s.question}
+
+
+def pixel_attack_unit(vlm: VLM, attack, chunk: list[Sample], keys: list[str], judge: Judge, verify: bool,
+                      params: dict) -> UnitResult:
+    res = attack(vlm, chunk)
+    paths = [f"adv/{attack.name}/{key}.png" for key in keys]
+    files = {p: png_bytes(adv, p) for p, adv in zip(paths, res.adv_uint8)}
+    verified = list(res.flipped)
+    flips = [i for i, f in enumerate(res.flipped) if f]
+    if verify and flips:  # a flip counts only if the decoded PNG still flips
+        again = vlm.generate(pixels([decode_png(files[paths[i]]) for i in flips]), [chunk[i].question for i in flips],
+                             attack.max_new_tokens)
+        for i, a in zip(flips, again):
+            verified[i] = not judge.correct(a, chunk[i])
+    records = [
+        base_record(vlm, s, key, attack.name, params)
+        | {"answer": ans, "flipped": bool(ok), "steps": st, "passes": ps, "linf": li, "image": p}
+        for s, key, ans, ok, st, ps, li, p in zip(chunk, keys, res.answers, verified, res.steps, res.passes,
+                                                  res.linf, paths)
+    ]
+    return UnitResult(records, files)
+
+
+class EditCache:
+    """Each text attack's edit of each sample, made once and shared by every model of the process."""
+
+    def __init__(self) -> None:
+        self._edits: dict[tuple[str, str], tuple[Edit | InputError, str | None, bytes | None]] = {}
+
+    def get(self, attack, s: Sample) -> tuple[Edit | InputError, str | None, bytes | None]:
+        """(the edit or why it failed, its run-folder path, its PNG bytes)."""
+        k = (attack.name, s.id)
+        if k not in self._edits:
+            try:
+                edit: Edit | InputError = attack(s)
+            except InputError as e:
+                edit = e
+            path = data = None
+            if isinstance(edit, Edit):
+                name = key_of(sample=sample_fingerprint(s), attack=attack.params(), wrong=s.meta.get("wrong_answer"))
+                path = f"adv/{attack.name}/{name}.png"
+                data = png_bytes(edit.image, path)
+            self._edits[k] = (edit, path, data)
+        return self._edits[k]
+
+
+def text_attack_unit(vlm: VLM, attack, chunk: list[Sample], keys: list[str], edits: EditCache, judge: Judge,
+                     cfg: AuditConfig, params: dict) -> UnitResult:
+    got = [edits.get(attack, s) for s in chunk]
+    results = run_text_chunk(vlm, chunk, [e for e, _, _ in got], judge, cfg.text)
+    records = [base_record(vlm, s, key, attack.name, params) | res | {"image": path, "passes": 0}
+               for s, key, res, (_, path, _) in zip(chunk, keys, results, got)]
+    return UnitResult(records, {path: data for _, path, data in got if path is not None})
+
+
+def recovery_unit(vlm: VLM, chunk: list[Sample], adversarial: list[np.ndarray], judge: Judge,
+                  cfg: AuditConfig) -> UnitResult:
+    why = unsupported(vlm)
+    if why:
+        return UnitResult([{"kind": "recovery_excluded", "key": key_of(kind="recovery_excluded",
+                                                                         model=vlm.fingerprint),
+                            **model_fields(vlm), "reason": why}])
+    rows = recover(vlm, chunk, adversarial, judge, MAX_NEW_TOKENS, cfg.recovery_positions)
+    return UnitResult([{"kind": "recovery", "key": k, **model_fields(vlm), "positions": cfg.recovery_positions} | row
+                       for k, row in zip(recovery_keys(vlm.fingerprint, chunk, cfg), rows)])

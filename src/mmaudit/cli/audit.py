@@ -1,0 +1,187 @@
+"""`mmaudit audit` (both pathways, diagnostics, report) and `mmaudit audit sweep` (MANTIS stability)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from mmaudit.cli.common import console, parse_eps, parse_list, print_table, progress_bar, progress_callback
+from mmaudit.manifest import Invocation, command_params
+
+audit_app = typer.Typer(help="FusionAudit: white-box audit of VLMs along the pixel and rendered-text pathways.")
+ALL = "vis_pgd,end_pgd,mantis,typo_evid,nat_evid"
+
+
+def load_models(specs: list[str]):
+    from mmaudit.models.load import expand, load_model
+
+    return [load_model(s) for s in expand(specs)]
+
+
+WRONG_OCR = ("auto", "on", "off")
+
+
+def wrong_ocr_reader(wrong_ocr: str):
+    """The OCR reader wrong answers of text labels may draw on (auto: when the [ocr] extra is installed)."""
+    from mmaudit.pathways.wrong import default_ocr
+
+    if wrong_ocr not in WRONG_OCR:
+        raise typer.BadParameter(f"--wrong-ocr must be one of {WRONG_OCR}, got {wrong_ocr!r}")
+    ocr = default_ocr() if wrong_ocr != "off" else None
+    if wrong_ocr == "on" and ocr is None:
+        raise typer.BadParameter("--wrong-ocr on needs the [ocr] extra (rapidocr)")
+    return ocr
+
+
+def plan_audit(data: str, cfg, limit: int | None = None, select: int | None = None, seed: int = 0,
+               wrong_ocr: str = "auto"):
+    """Load ``--data`` and fix the audit's plan (wrong answers drawn from everything loaded): (plan, loaded)."""
+    from mmaudit.audit.plan import AuditPlan
+    from mmaudit.data.sources import load_data
+
+    ocr = wrong_ocr_reader(wrong_ocr)
+    loaded = load_data(data, limit, select, seed)
+    return AuditPlan.build(loaded.samples, cfg, pool=loaded.pool, ocr=ocr), loaded
+
+
+def make_editor(spec: str):
+    """'layout' (embedded), 'http:URL' (an image-edit endpoint) or 'diffusers:MODEL' (needs weights, a GPU)."""
+    from mmaudit.pathways.text import LayoutEditor
+    from mmaudit.pathways.text.generative import GenerativeEditor, diffusers_backend, http_backend
+
+    if spec == "layout":
+        return LayoutEditor()
+    kind, _, target = spec.partition(":")
+    if kind == "http" and target:
+        return GenerativeEditor(http_backend(target), name=f"http:{target}")
+    if kind == "diffusers" and target:
+        return GenerativeEditor(diffusers_backend(target), name=f"diffusers:{target}")
+    raise typer.BadParameter(f"unknown editor {spec!r}; use layout, http:URL or diffusers:MODEL")
+
+
+def run_audit_command(
+    model: list[str] | None = None, data: str = "synthetic", attacks: str = ALL, eps: str = "8/255", steps: int = 40,
+    alpha: float | None = None, seed: int = 0, limit: int | None = None, batch: int = 32,
+    paper_protocol: bool = False, downscale: int | None = None, n_boot: int = 10_000, out: Path = Path("runs/audit"),
+    typo_position: str = "bottom", max_chars: int = 16, editor: str = "layout", oar_layers: str | None = None,
+    recovery: int = 40, recovery_positions: str = "image", ocr_limit: int = 48, schedule: str = "full",
+    select: int | None = None, executor: str = "local", ray_workers: int = 1, ray_address: str | None = None,
+    wrong_ocr: str = "auto",
+) -> dict:
+    """The whole audit: run (resumable), summarise from the store, print every table, write the reports."""
+    params = command_params(dict(locals()))
+    if executor not in ("local", "ray"):
+        raise typer.BadParameter(f"executor must be local or ray, got {executor!r}")
+    from mmaudit.audit import AuditConfig, LocalExecutor, RayExecutor, drive
+    from mmaudit.models.load import expand
+    from mmaudit.pathways.text.runner import TextRunConfig
+    from mmaudit.report import all_tables
+    from mmaudit.report.build import rebuild
+    from mmaudit.store import RunStore
+
+    text = TextRunConfig(oar_layers=tuple(parse_list(oar_layers, int)) if oar_layers else None)
+    cfg = AuditConfig(attacks=parse_list(attacks), eps=parse_eps(eps), steps=steps, alpha=alpha, seed=seed,
+                      batch=batch, early_stop=not paper_protocol, downscale=downscale, typo_position=typo_position,
+                      max_chars=max_chars, editor=make_editor(editor), text=text, recovery=recovery,
+                      recovery_positions=recovery_positions, ocr_limit=ocr_limit, schedule=schedule)
+    plan, loaded = plan_audit(data, cfg, limit, select, seed, wrong_ocr)
+    run = Invocation(RunStore(out / "results.jsonl"), "audit", params | {
+        "attack_params": plan.params, "samples": len(plan.samples)})
+    with progress_bar() as bar:
+        specs = expand(model or ["zoo"])
+        ex = (RayExecutor(specs, plan, workers=ray_workers, address=ray_address) if executor == "ray"
+              else LocalExecutor(load_models(specs), plan))
+        drive(ex, plan, out, loaded.errors, progress_callback(bar))
+    run.finish()
+    summary, paths = rebuild(out)
+    for title, head, rows in all_tables(summary):
+        print_table(title, head, rows)
+    if summary.get("schedule") == "union":
+        from mmaudit.report.markdown import UNION_NOTE
+
+        console.print(UNION_NOTE)
+    if summary["errors"]:
+        console.print(f"[yellow]{len(summary['errors'])} samples could not be audited; see report.md[/yellow]")
+    console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}  report: "
+                  + "  ".join(str(p) for p in paths))
+    return summary
+
+
+@audit_app.callback(invoke_without_command=True)
+def audit(
+    ctx: typer.Context,
+    model: list[str] = typer.Option(["zoo"], help="'zoo', 'zoo:L2', or a local HF checkpoint (append @L1/@L2/@L3)."),
+    data: str = typer.Option("synthetic", help="'synthetic[:N]', a JSONL of samples, or 'chartqa:FILE.json,"
+                             "docvqa:FILE.json,mme:DIR'."),
+    select: int = typer.Option(None, help="A balanced seeded draw of N questions over the data sources (paper: "
+                               "1500)."),
+    attacks: str = typer.Option(ALL, help="Comma-separated attacks of both pathways."),
+    eps: str = typer.Option("8/255", help="L-infinity radius in [0, 1] pixel units, e.g. 8/255."),
+    steps: int = typer.Option(40, help="PGD steps."),
+    alpha: float = typer.Option(None, help="Step size (default eps/8)."),
+    seed: int = typer.Option(0, help="Random-start and bootstrap seed."),
+    limit: int = typer.Option(None, help="Audit only the first N samples."),
+    batch: int = typer.Option(32, help="Samples per attack batch."),
+    paper_protocol: bool = typer.Option(False, "--paper-protocol", help="No early stopping: the full fixed budget."),
+    downscale: int = typer.Option(None, help="Memory fallback: optimise noise at this side length, then upsample."),
+    n_boot: int = typer.Option(10_000, help="Bootstrap replicates."),
+    out: Path = typer.Option(Path("runs/audit"), help="Run folder: results.jsonl (the store), adv/, report.md."),
+    typo_position: str = typer.Option("bottom", help="Typo-Evid's fixed region: bottom or top."),
+    max_chars: int = typer.Option(16, help="L: longest overlaid wrong answer, in characters."),
+    editor: str = typer.Option("layout", help="Nat-Evid editor: layout, http:URL or diffusers:MODEL."),
+    oar_layers: str = typer.Option(None, help="Decoder layers averaged for OAR, e.g. '2,3' (default: later half)."),
+    recovery: int = typer.Option(40, help="Layer recovery on the first N End-PGD flips per model (0: off)."),
+    recovery_positions: str = typer.Option("image", help="Positions patched in layer recovery: image or prompt."),
+    ocr_limit: int = typer.Option(48, help="Chart/document samples for the OCR evidence check (0: off)."),
+    executor: str = typer.Option("local", help="local, or ray: (model x sample shard) units over Ray actors, "
+                                 "one per GPU, retried when a worker dies; results land in this run's store."),
+    ray_workers: int = typer.Option(1, help="Ray actors per model."),
+    ray_address: str = typer.Option(None, help="Ray cluster address (default $RAY_ADDRESS, else a local Ray)."),
+    schedule: str = typer.Option("full", help="full: every attack on all of C; union: AutoAttack-style, each pixel "
+                                 "attack only on what earlier ones left (R0/R+/δ exact, fewer passes)."),
+    wrong_ocr: str = typer.Option("auto", help="Wrong answers for text labels may come from the image's OCR text "
+                                  "(images without layout metadata): auto (if rapidocr is installed), on, off. "
+                                  "Inspect them first with `mmaudit data wrong`."),
+) -> None:
+    """FusionAudit: clean pass, both pathways on the clean-correct set, R0/R+/delta, RUG, OAR, layer recovery."""
+    if ctx.invoked_subcommand is not None:
+        return
+    run_audit_command(model, data, attacks, eps, steps, alpha, seed, limit, batch, paper_protocol, downscale, n_boot,
+                      out, typo_position, max_chars, editor, oar_layers, recovery, recovery_positions, ocr_limit,
+                      schedule, select, executor, ray_workers, ray_address, wrong_ocr)
+
+
+@audit_app.command("sweep")
+def sweep(
+    model: list[str] = typer.Option(["zoo"], help="Models, as for `mmaudit audit`."),
+    data: str = typer.Option("synthetic:16", help="Samples (the paper uses 100 per dataset)."),
+    seeds: str = typer.Option("0,1,2", help="Random-start seeds."),
+    steps: str = typer.Option("10,20,30,40,50", help="Step budgets."),
+    eps: str = typer.Option("2/255,4/255,8/255", help="Radii."),
+    batch: int = typer.Option(32),
+    paper_protocol: bool = typer.Option(False, "--paper-protocol", help="No early stopping."),
+    out: Path = typer.Option(Path("runs/sweep"), help="Run folder (resumable store)."),
+) -> None:
+    """MANTIS stability: seeds x steps x eps, median std across seeds, 40->50 step gain, level order per eps."""
+    params = command_params(dict(locals()))
+    from mmaudit.audit.sweep import SweepConfig, run_sweep
+    from mmaudit.data.sources import load_data
+    from mmaudit.report.sweep_page import rebuild_sweep, sweep_lines, sweep_tables
+    from mmaudit.store import RunStore
+
+    cfg = SweepConfig(seeds=parse_list(seeds, int), steps=parse_list(steps, int),
+                      eps=[parse_eps(e) for e in parse_list(eps)], batch=batch, early_stop=not paper_protocol)
+    loaded = load_data(data)
+    run = Invocation(RunStore(out / "results.jsonl"), "audit sweep",
+                     params | {"seeds": cfg.seeds, "steps": cfg.steps, "eps": cfg.eps})
+    with progress_bar() as bar:
+        run_sweep(load_models(model), loaded.samples, out, cfg, progress=progress_callback(bar), pool=loaded.pool,
+                  ocr=wrong_ocr_reader("auto"))
+    run.finish()
+    s, paths = rebuild_sweep(out)
+    head, rows = sweep_tables(s)
+    print_table(f"MANTIS ASR % (mean ± std over seeds {s['seeds']})", head, rows)
+    for line in sweep_lines(s):
+        console.print(line)
+    console.print(f"sweep: {out / 'sweep.json'}  report: " + "  ".join(str(p) for p in paths))

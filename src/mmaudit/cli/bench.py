@@ -1,0 +1,198 @@
+"""`mmaudit bench run`: the QIMG-7 evaluation (branches, defences, judge) and its tables and report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from mmaudit.cli.common import console, print_table, progress_bar, progress_callback
+from mmaudit.manifest import Invocation, command_params
+
+EMBEDDED_LIMIT = 4  # questions the embedded model gets by default: 64 rows fit in minutes on 2 CPU cores
+
+
+def parse_budgets(text: str | None, base: dict) -> dict:
+    """'answer=512,resolver=1024' over the defaults; components: answer, gate, resolver, judge."""
+    from mmaudit.rag.evaluate.config import COMPONENTS
+
+    out = dict(base)
+    for part in filter(None, (x.strip() for x in (text or "").split(","))):
+        name, _, value = part.partition("=")
+        if name not in COMPONENTS or not value.isdigit():
+            raise typer.BadParameter(f"--max-tokens: {part!r} is not COMPONENT=N with COMPONENT in {COMPONENTS}")
+        out[name] = int(value)
+    return out
+
+
+def parse_price(text: str | None) -> tuple[float, float]:
+    if not text:
+        return (0.0, 0.0)
+    try:
+        prompt, completion = (float(x) for x in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"--price: {text!r} is not PROMPT,COMPLETION (per 1k tokens)") from None
+    return prompt, completion
+
+
+def mini_folder(folder: Path | None) -> Path:
+    """The benchmark folder; none: the bundled mini benchmark, built into runs/bench on first use."""
+    if folder is not None:
+        return folder
+    folder = Path("runs/bench")
+    if not list(folder.glob("*_qimg7_mm_regimes_*.jsonl")):
+        from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
+        from mmaudit.rag.construct.mini import mini_inputs
+
+        build_benchmark(mini_inputs(), folder, BuildConfig())
+    return folder
+
+
+def chat_model(spec: str | None, cache: Path, concurrency: int = 8, cost: dict | None = None):
+    """'MODEL@URL' (an OpenAI-compatible endpoint; no MODEL: 'default') or None / 'embedded' (the offline SmolLM2),
+    its calls cached in ``cache``."""
+    from mmaudit.models.chat.embedded import EmbeddedChat
+    from mmaudit.models.chat.endpoint import OpenAIChat
+
+    if not spec or spec == "embedded":
+        return EmbeddedChat(cache=cache)
+    model, _, url = spec.partition("@")
+    return OpenAIChat(model or "default", base_url=url or None, cache=cache, concurrency=concurrency, **(cost or {}))
+
+
+def stack_models(out: Path, spec: str | None, judge_spec: str | None, concurrency: int, cost: dict,
+                 max_tokens: str | None, judge=None):
+    """(chat, judge, stack name, budgets, evidence cut, notes) for 'MODEL@URL' (an endpoint) or None / 'embedded'
+    (the offline SmolLM2). ``judge`` (a model) overrides ``judge_spec``: one judge over several stacks."""
+    from mmaudit.models.chat.embedded import NOTICE, EmbeddedChat
+    from mmaudit.rag.evaluate.config import EMBEDDED_BUDGET, ENDPOINT_BUDGET
+
+    cache = out / "calls.jsonl"
+    chat = chat_model(spec, cache, concurrency, cost)
+    if isinstance(chat, EmbeddedChat):
+        compact = {"passages": 2, "words": 30}  # a 135M model on 2 cores: prompt prefill is the whole cost
+        notes, name, budgets = [NOTICE + " Evidence is cut to 2 passages of 30 words for it."], "embedded", \
+            EMBEDDED_BUDGET
+    else:
+        notes, name, budgets, compact = [], chat.model.replace("/", "_"), ENDPOINT_BUDGET, {}
+    if judge is None and judge_spec:
+        jm, _, jurl = judge_spec.partition("@")  # a judge without a URL is asked at the stack's endpoint
+        judge = chat_model(f"{jm}@{jurl or (spec or '').partition('@')[2]}" if jm != "embedded" else jm, cache,
+                           concurrency, cost)
+    return chat, judge or chat, name, parse_budgets(max_tokens, budgets), compact, notes
+
+
+def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], budget: float | None,
+              prices: tuple[float, float]) -> dict:
+    """One stack: run it, return summary.json's block (its tables come from the rebuild). Raises typer.Exit(3)
+    when the budget is spent."""
+    from mmaudit.errors import InputError
+    from mmaudit.models.chat import BudgetExceeded
+    from mmaudit.rag.evaluate.run import run_bench, structured_mode
+
+    try:
+        with progress_bar() as bar:
+            summary = run_bench(folder, chat, out, judge, cfg, progress=progress_callback(bar))
+    except InputError as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(2) from None
+    except BudgetExceeded as e:
+        console.print(f"[yellow]stopped: {e}[/yellow]")
+        raise typer.Exit(3) from None
+    notes = notes + [f"Full-MM input: {summary['full_mm_input']}"
+                     + (f", {summary['images_sent']} images sent at most {cfg.image_size} px"
+                        f" ({summary['images_unloadable']} not loadable: metadata only)" if cfg.vision else
+                        " (the model has no vision here)") + f"; Parametric generated {cfg.parametric}"
+                     f" ({summary['parametric_requests']} requests).",
+                     f"Structured outputs: {summary['structured_output']}"
+                     + (f"; judge: {structured_mode(judge)}" if judge is not chat else "") + "."]
+    usage = {"answer_model": chat.usage.as_dict()} | ({"judge_model": judge.usage.as_dict()} if judge is not chat
+                                                      else {})
+    summary |= {"notes": notes, "usage": usage, "price_per_1k": list(prices), "budget": budget,
+                "judge": getattr(judge, "name", "")}
+    return summary
+
+
+def bench_run(
+    folder: Path = typer.Option(None, help="A QIMG-7 folder (regime JSONL + images); default: build the bundled "
+                                "mini benchmark into runs/bench."),
+    out: Path = typer.Option(Path("runs/bench-run"), help="Run folder: calls cache, judged files, report."),
+    endpoint: str = typer.Option(None, help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama, an API)."),
+    model: str = typer.Option(None, help="Model name at the endpoint; none: the embedded SmolLM2 model."),
+    judge_model: str = typer.Option(None, help="Judge model at the endpoint (default: the answer model)."),
+    judge: str = typer.Option(None, "--judge", help="A fixed judge 'MODEL@URL' apart from the generator "
+                              "('embedded' for the offline model): Table 3's protocol."),
+    stack: list[str] = typer.Option(None, "--stack", help="NAME=MODEL@URL, repeated: several generator/gate "
+                                    "stacks in one run, all graded by --judge ('NAME=embedded' for the offline "
+                                    "model). One block per stack."),
+    concurrency: int = typer.Option(8, help="Concurrent requests to the endpoint."),
+    vision: bool = typer.Option(False, help="Full-MM sends the image's pixels (the endpoint's model sees images); "
+                                "without it a text-only model gets the image's OCR text."),
+    image_size: int = typer.Option(768, help="Longest side, in pixels, of the image Full-MM sends."),
+    image_detail: str = typer.Option("auto", help="OpenAI image detail: auto, low, high, or '' to leave it out."),
+    parametric: str = typer.Option("per-row", help="per-row (the paper: one Parametric generation per benchmark "
+                                   "row) or per-question (one, reused over the 16 regimes)."),
+    max_tokens: str = typer.Option(None, help="Token budgets per component, e.g. 'answer=512,gate=256,"
+                                   "resolver=768,judge=256' (those are the endpoint defaults)."),
+    price: str = typer.Option(None, help="PROMPT,COMPLETION price per 1k tokens, for the cost in summary.json."),
+    budget: float = typer.Option(None, help="Stop cleanly once the cost reaches this (rerun to resume)."),
+    limit: int = typer.Option(None, help="Only the first N questions."),
+    n_boot: int = typer.Option(10_000, help="Bootstrap replicates."),
+    seed: int = typer.Option(0),
+) -> None:
+    """Branches (Parametric, Text-only, Full-MM), defences, blinded judge; main and diagnostic tables."""
+    params = command_params(dict(locals()))
+    from mmaudit.rag.evaluate.config import PARAMETRIC_MODES, BenchConfig
+    from mmaudit.report.bench_page import rebuild_bench
+    from mmaudit.store import RunStore
+
+    if parametric not in PARAMETRIC_MODES:
+        raise typer.BadParameter(f"--parametric must be one of {PARAMETRIC_MODES}")
+    folder = mini_folder(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    run = Invocation(RunStore(out / "runs.jsonl"), "bench run", params | {"folder": str(folder.resolve())})
+    prices = parse_price(price)
+    cost = {"price_per_1k": prices, "budget": budget}
+    if stack:
+        specs = []
+        for item in stack:
+            name, sep, spec = item.partition("=")
+            if not sep or not name.strip():
+                raise typer.BadParameter(f"--stack {item!r}: expected NAME=MODEL@URL or NAME=embedded")
+            specs.append((name.strip(), spec.strip()))
+    else:
+        specs = [(None, f"{model or 'default'}@{endpoint or ''}" if (model or endpoint) else None)]
+    fixed_judge = None
+    if stack and judge:
+        fixed_judge = stack_models(out, judge, None, concurrency, cost, max_tokens)[0]
+    blocks = {}
+    for name, spec in specs:
+        chat, judge_chat, default_name, budgets, compact, notes = stack_models(
+            out, spec, judge or (f"{judge_model}@{endpoint or ''}" if judge_model else None), concurrency, cost,
+            max_tokens, fixed_judge)
+        if compact and limit is None:
+            notes = notes + [f"The embedded model runs the first {EMBEDDED_LIMIT} questions by default (--limit N "
+                             "for more): 16 regimes each, on 2 CPU cores in minutes."]
+        cfg = BenchConfig(stack=name or default_name, vision=vision, image_size=image_size,
+                          limit=limit if limit is not None or not compact else EMBEDDED_LIMIT,
+                          image_detail=image_detail, parametric=parametric, budgets=budgets, **compact)
+        blocks[cfg.stack] = run_stack(folder, out, chat, judge_chat, cfg, notes, budget, prices)
+    only = next(iter(blocks.values())) if len(blocks) == 1 else {"stacks": blocks}
+    (out / "summary.json").write_text(json.dumps(only, indent=2))
+    run.finish()
+    built, paths = rebuild_bench(out, n_boot, seed)  # the tables come from the judged files, as a rebuild's do
+    for name, summary in blocks.items():
+        tabs = built["tables"][name]
+        summary["tables"] = [{"title": t, "head": h, "rows": r} for t, h, r in tabs]
+        failed = sum(summary["failed_rows"].values())
+        console.rule(f"stack {name}")
+        for title, head, rows in tabs:
+            print_table(title, head, rows, left=("method", "component"))
+        for n in summary["notes"]:
+            console.print(f"[yellow]{n}[/yellow]")
+        if failed:
+            console.print(f"[yellow]{failed} method-rows failed (see summary.json 'failures'); the run completed"
+                          "[/yellow]")
+    (out / "summary.json").write_text(json.dumps(only, indent=2))
+    console.print(f"judged files under {out / 'evaluation'}; report " + "  ".join(str(p) for p in paths))

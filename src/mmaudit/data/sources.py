@@ -1,0 +1,51 @@
+"""What ``--data`` names: the bundled synthetic set, a JSONL of samples, or the paper's datasets in their formats.
+
+A spec is ``synthetic[:N]`` (N per task family), a JSONL path, or comma-separated
+``chartqa:FILE.json``, ``docvqa:FILE.json``, ``mme:DIR`` sources (JSONL paths may join them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mmaudit.data import loaders
+from mmaudit.data.io import iter_jsonl
+from mmaudit.data.sample import Sample
+from mmaudit.errors import InputError
+
+READERS = {"chartqa": loaders.load_chartqa, "docvqa": loaders.load_docvqa, "mme": loaders.load_mme}
+
+
+@dataclass
+class Loaded:
+    """The samples to audit, everything that was loaded (the wrong answers' vocabulary), and the bad records."""
+
+    samples: list[Sample]
+    pool: list[Sample]
+    errors: list[InputError]
+
+
+def load_data(spec: str, limit: int | None = None, select: int | None = None, seed: int = 0) -> Loaded:
+    """Load a data spec; ``select``: the paper's balanced seeded draw over the sources; ``limit``: the first N."""
+    from mmaudit.data.synthetic import FAMILIES, synthetic_set
+
+    if spec.startswith("synthetic"):
+        n = int(spec.split(":", 1)[1]) if ":" in spec else 32
+        samples, errors = synthetic_set(n, seed=10_000, families=FAMILIES), []
+        pool = samples
+    else:
+        items: dict[str, list] = {}
+        for part in spec.split(","):
+            kind, _, path = part.partition(":")
+            if kind in READERS and path:
+                items[kind] = list(READERS[kind](Path(path)))
+            else:
+                items.setdefault("jsonl", []).extend(iter_jsonl(Path(part)))
+        errors = [x for v in items.values() for x in v if isinstance(x, InputError)]
+        by = {k: [x for x in v if not isinstance(x, InputError)] for k, v in items.items()}
+        pool = [s for v in by.values() for s in v]
+        samples = loaders.select_balanced(by, select, seed) if select else pool
+    if limit is not None:
+        samples = samples[:limit]
+    return Loaded(samples, pool, errors)
