@@ -68,3 +68,13 @@ def zoo():
     from mmaudit.models.zoo.adapter import load_zoo
 
     return {level: load_zoo(level) for level in ("L1", "L2", "L3")}
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma4():
+    return tiny_adapter("tiny_gemma4", "gemma4:Gemma4Adapter", "tiny-gemma4", "L3")
+
+
+@pytest.fixture(scope="session")
+def tiny_deepseek_vl():
+    return tiny_adapter("tiny_deepseek_vl", "deepseek_vl:DeepseekVLAdapter", "tiny-deepseek-vl", "L2")

@@ -44,22 +44,6 @@ def test_audit_runs_end_to_end_on_a_saved_tiny_qwen2_vl(tmp_path):
     assert summary["models"][0]["level"] == "L2" and summary["models"][0]["n"] == 6
 
 
-def test_llava_preprocessing_equals_family_processor(tiny_llava):
-    rng = np.random.default_rng(0)
-    img = rng.integers(0, 256, size=(28, 28, 3), dtype=np.uint8)  # native size: no resampling involved
-    ref = tiny_llava.image_processor(images=[img], return_tensors="pt")["pixel_values"]
-    ours, grids = tiny_llava.preprocess([torch.from_numpy(img).permute(2, 0, 1).float() / 255])
-    assert torch.equal(ours["pixel_values"], ref)
-    # resize + centre crop: torch's antialiased bicubic vs PIL's, a small documented difference
-    img = rng.integers(0, 256, size=(40, 56, 3), dtype=np.uint8)
-    ref = tiny_llava.image_processor(images=[img], return_tensors="pt")["pixel_values"]
-    ours, grids = tiny_llava.preprocess([torch.from_numpy(img).permute(2, 0, 1).float() / 255])
-    assert (ours["pixel_values"] - ref).abs().max() < 0.15
-    g = grids[0]  # 40x56 -> 28x39 (scale 0.7), crop columns 5..33: the tokens see x in [5/0.7, 33/0.7)
-    assert (g.rows, g.cols) == (2, 2) and g.x0 == pytest.approx(5 / 0.7) and g.width == pytest.approx(40.0)
-    assert g.region_to_patches((0, 0, 7, 40)) == [] and g.region_to_patches((30, 25, 40, 30)) == [3]
-
-
 @pytest.mark.parametrize("fixture,side,grid", [("tiny_gemma3", 56, 2), ("tiny_blip2", 28, 2),
                                                   ("tiny_instructblip", 28, 2)])
 def test_square_resize_families_equal_their_processor(fixture, side, grid, request):
@@ -75,8 +59,7 @@ def test_smolvlm_tiles_equal_the_family_processor(tiny_smolvlm):
     ref = tiny_smolvlm.image_processor(images=[[img]], return_tensors="pt")["pixel_values"]
     ours, grids = tiny_smolvlm.preprocess([torch.from_numpy(img).permute(2, 0, 1).float() / 255])
     assert ours["pixel_values"].shape == ref.shape == (1, 5, 3, 28, 28)  # 2 x 2 tiles + the global view
-    assert torch.allclose(ours["pixel_values"][:, :4], ref[:, :4], atol=1e-6)  # tiles: no resampling, exact
-    assert (ours["pixel_values"][:, 4] - ref[:, 4]).abs().mean() < 0.05  # global view: bicubic vs Lanczos
+    assert torch.allclose(ours["pixel_values"], ref, atol=1e-6)  # tiles and the Lanczos global view: exact
     g = grids[0]
     assert g.n_tokens == 5 and g.region_to_patches((30, 30, 40, 40)) == [3, 4]
 

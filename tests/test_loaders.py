@@ -81,10 +81,28 @@ def test_registry_lists_the_papers_18_models_by_level():
     assert len(PAPER_MODELS) == 18 and (levels.count("L1"), levels.count("L2"), levels.count("L3")) == (4, 7, 7)
     assert lookup("qwen2.5-vl-3b").hub_id == "Qwen/Qwen2.5-VL-3B-Instruct"
     assert check_supported("Qwen2.5-VL-7B").level == "L2"
-    with pytest.raises(NotSupportedYet, match="trust_remote_code"):
-        check_supported("Qwen-VL-Chat")
-    with pytest.raises(NotSupportedYet, match="DeepSeek"):
-        check_supported("deepseek-ai/deepseek-vl-7b-chat")
+    with pytest.raises(NotSupportedYet, match="trust_remote_code=True.*HFAdapter"):
+        check_supported("Qwen-VL-Chat")  # the one left: it says how to run it where the user trusts its code
+    assert sum(e.supported for e in PAPER_MODELS) == 17
+    assert check_supported("DeepSeek-VL-7B").family == "deepseek_vl_hybrid"
+    assert check_supported("Gemma4-E4B").family == "gemma4"
+
+
+@pytest.mark.parametrize("build,family", [("tiny_gemma4", "gemma4"), ("tiny_deepseek_vl", "deepseek_vl_hybrid")])
+def test_load_hf_builds_gemma4_and_deepseek_vl_through_their_adapters(tmp_path, build, family):
+    import torch
+
+    from mmaudit.models.hf import FAMILIES, load_hf, tiny
+
+    model, tok, ip = getattr(tiny, build)(seed=0)
+    for part in (model, tok, ip):
+        part.save_pretrained(tmp_path)
+    vlm = load_hf(tmp_path, dtype="float32")
+    assert type(vlm).__name__ == FAMILIES[family][0].rpartition(":")[2] and vlm.chat_template
+    x = torch.rand(1, 3, 48, 64, requires_grad=True)
+    assert isinstance(vlm.generate(x.detach(), ["what ?"], max_new_tokens=3)[0], str)
+    vlm.score(x, ["what ?"], ["1"]).sequence_logprob().sum().backward()
+    assert torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
 
 
 def test_audit_reads_the_datasets_own_formats(tmp_path):

@@ -11,7 +11,7 @@ from mmaudit.models.vlm import VLM, PatchGrid
 HF_FIXTURES = {"tiny-qwen2.5-vl": "tiny_qwen", "tiny-qwen2-vl": "tiny_qwen2", "tiny-llava": "tiny_llava",
                "tiny-qwen3-vl": "tiny_qwen3", "tiny-qwen3.5": "tiny_qwen35", "tiny-gemma3": "tiny_gemma3",
                "tiny-blip2": "tiny_blip2", "tiny-instructblip": "tiny_instructblip",
-               "tiny-smolvlm": "tiny_smolvlm"}
+               "tiny-smolvlm": "tiny_smolvlm", "tiny-gemma4": "tiny_gemma4", "tiny-deepseek-vl": "tiny_deepseek_vl"}
 ADAPTERS = ["zoo-L1", "zoo-L2", "zoo-L3", *HF_FIXTURES]
 
 

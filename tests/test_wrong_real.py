@@ -144,3 +144,36 @@ def test_data_wrong_json_on_chartqa_annotations(tmp_path):
     assert all(w in labels or w in COUNTRIES for w in texts.values()), texts  # another label, not random letters
     table = CliRunner().invoke(app, ["data", "wrong", "--data", f"chartqa:{path}", "--wrong-ocr", "off"])
     assert table.exit_code == 0 and "Germany" in table.output and "by source" in table.output
+
+
+MIXED = [("Which group leans left?", "Democrat (scores 60 to 100)"), ("Which age group grew?", "Ages 18-29"),
+         ("Which disease is shown?", "COVID-19"), ("Which quarter peaked?", "2019 Q3"),
+         ("Which bracket is largest?", "Top 10%"), ("Which party won?", "Democrats"),
+         ("Which region is smallest?", "North East"), ("What is the value?", "42")]
+
+
+def test_data_wrong_gives_mixed_word_and_number_labels_another_label_of_the_file(tmp_path):
+    """A textual label that carries numbers draws another label of the dataset like any textual label, even when
+    no label of the file has its shape; random letters never appear while the file offers labels."""
+    png(tmp_path / "test" / "png" / "c.png")
+    path = tmp_path / "test" / "test_human.json"
+    path.write_text(json.dumps([{"imgname": "c.png", "query": q, "label": a} for q, a in MIXED]))
+    res = CliRunner().invoke(app, ["data", "wrong", "--data", f"chartqa:{path}", "--json", "--wrong-ocr", "off"])
+    assert res.exit_code == 0, res.output
+    rows = {r["reference"]: r for r in json.loads(res.output)}
+    labels = {a.lower() for _, a in MIXED}
+    j = Judge()
+    for ref in ("Democrat (scores 60 to 100)", "Ages 18-29", "COVID-19", "2019 Q3", "Top 10%", "Democrats",
+                "North East"):
+        r = rows[ref]  # another label of the file (written in the reference's case pattern)
+        assert r["wrong"].lower() in labels - {ref.lower()} and r["source"] != "random", r
+        assert not j(r["wrong"], ref, "chartqa", "free text")
+    table = CliRunner().invoke(app, ["data", "wrong", "--data", f"chartqa:{path}", "--wrong-ocr", "off"])
+    assert "random" not in table.output.split("by source:")[1]  # the per-source count says none fell through
+
+
+def test_random_letters_only_where_neither_the_file_nor_the_image_offers_text():
+    s = Sample("lonely", np.full((40, 40, 3), 255, np.uint8), "Which group?", "Democrat (scores 60 to 100)",
+               "free text", "chartqa")
+    w = choose_wrong(s, vocabulary=[])
+    assert w.source == "random" and not Judge()(w.text, s.answer, "chartqa", "free text")

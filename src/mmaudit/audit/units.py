@@ -53,17 +53,22 @@ def decode_png(data: bytes) -> np.ndarray:
         return np.asarray(im.convert("RGB"))
 
 
+def prompt_field(s: Sample) -> dict:
+    """The text prompt the model was shown, where it is more than the dataset's question."""
+    return {"prompt": s.prompt} if s.instruction else {}
+
+
 def model_fields(vlm: VLM) -> dict:
     return {"model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint}
 
 
 def clean_unit(vlm: VLM, chunk: list[Sample], keys: list[str], judge: Judge) -> UnitResult:
     """Answer a chunk on its clean images (and keep each image for the report)."""
-    answers = vlm.generate(pixels([s.image for s in chunk]), [s.question for s in chunk], MAX_NEW_TOKENS)
+    answers = vlm.generate(pixels([s.image for s in chunk]), [s.prompt for s in chunk], MAX_NEW_TOKENS)
     files = {f"clean/{sample_fingerprint(s)}.png": png_bytes(s.image, f"sample {s.id!r}") for s in chunk}
     records = [
         {"kind": "clean", "key": k, **model_fields(vlm), "sample": s.id, "family": s.family,
-         "answer_type": s.answer_type, "reference": s.answer, "question": s.question, "answer": a,
+         "answer_type": s.answer_type, "reference": s.answer, "question": s.question, **prompt_field(s), "answer": a,
          "correct": bool(judge.correct(a, s)), "image": f"clean/{sample_fingerprint(s)}.png"}
         for s, a, k in zip(chunk, answers, keys)
     ]
@@ -72,7 +77,7 @@ def clean_unit(vlm: VLM, chunk: list[Sample], keys: list[str], judge: Judge) -> 
 
 def base_record(vlm: VLM, s: Sample, key: str, attack: str, params: dict) -> dict:
     return {"kind": "attack", "key": key, **model_fields(vlm), "sample": s.id, "family": s.family,
-            "attack": attack, "params": params, "reference": s.answer, "question": s.question}
+            "attack": attack, "params": params, "reference": s.answer, "question": s.question, **prompt_field(s)}
 
 
 def pixel_attack_unit(vlm: VLM, attack, chunk: list[Sample], keys: list[str], judge: Judge, verify: bool,
@@ -83,7 +88,7 @@ def pixel_attack_unit(vlm: VLM, attack, chunk: list[Sample], keys: list[str], ju
     verified = list(res.flipped)
     flips = [i for i, f in enumerate(res.flipped) if f]
     if verify and flips:  # a flip counts only if the decoded PNG still flips
-        again = vlm.generate(pixels([decode_png(files[paths[i]]) for i in flips]), [chunk[i].question for i in flips],
+        again = vlm.generate(pixels([decode_png(files[paths[i]]) for i in flips]), [chunk[i].prompt for i in flips],
                              attack.max_new_tokens)
         for i, a in zip(flips, again):
             verified[i] = not judge.correct(a, chunk[i])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from mmaudit.cli.common import console, parse_eps, parse_list, print_table, progress_bar, progress_callback
 from mmaudit.manifest import Invocation, command_params
@@ -35,13 +36,13 @@ def wrong_ocr_reader(wrong_ocr: str):
 
 
 def plan_audit(data: str, cfg, limit: int | None = None, select: int | None = None, seed: int = 0,
-               wrong_ocr: str = "auto"):
+               wrong_ocr: str = "auto", prompt_suffix: str | None = None):
     """Load ``--data`` and fix the audit's plan (wrong answers drawn from everything loaded): (plan, loaded)."""
     from mmaudit.audit.plan import AuditPlan
     from mmaudit.data.sources import load_data
 
     ocr = wrong_ocr_reader(wrong_ocr)
-    loaded = load_data(data, limit, select, seed)
+    loaded = load_data(data, limit, select, seed, prompt_suffix)
     return AuditPlan.build(loaded.samples, cfg, pool=loaded.pool, ocr=ocr), loaded
 
 
@@ -67,13 +68,14 @@ def run_audit_command(
     typo_position: str = "bottom", max_chars: int = 16, editor: str = "layout", oar_layers: str | None = None,
     recovery: int = 40, recovery_positions: str = "image", ocr_limit: int = 48, schedule: str = "full",
     select: int | None = None, executor: str = "local", ray_workers: int = 1, ray_address: str | None = None,
-    wrong_ocr: str = "auto",
+    wrong_ocr: str = "auto", prompt_suffix: str | None = None,
 ) -> dict:
     """The whole audit: run (resumable), summarise from the store, print every table, write the reports."""
     params = command_params(dict(locals()))
     if executor not in ("local", "ray"):
         raise typer.BadParameter(f"executor must be local or ray, got {executor!r}")
     from mmaudit.audit import AuditConfig, LocalExecutor, RayExecutor, drive
+    from mmaudit.data.sources import prompts_in_force
     from mmaudit.models.load import expand
     from mmaudit.pathways.text.runner import TextRunConfig
     from mmaudit.report import all_tables
@@ -85,9 +87,10 @@ def run_audit_command(
                       batch=batch, early_stop=not paper_protocol, downscale=downscale, typo_position=typo_position,
                       max_chars=max_chars, editor=make_editor(editor), text=text, recovery=recovery,
                       recovery_positions=recovery_positions, ocr_limit=ocr_limit, schedule=schedule)
-    plan, loaded = plan_audit(data, cfg, limit, select, seed, wrong_ocr)
+    plan, loaded = plan_audit(data, cfg, limit, select, seed, wrong_ocr, prompt_suffix)
     run = Invocation(RunStore(out / "results.jsonl"), "audit", params | {
-        "attack_params": plan.params, "samples": len(plan.samples)})
+        "attack_params": plan.params, "samples": len(plan.samples), "prompts": prompts_in_force(plan.samples),
+        "reading_prompt": cfg.text.reading_prompt})
     with progress_bar() as bar:
         specs = expand(model or ["zoo"])
         ex = (RayExecutor(specs, plan, workers=ray_workers, address=ray_address) if executor == "ray"
@@ -101,6 +104,8 @@ def run_audit_command(
         from mmaudit.report.markdown import UNION_NOTE
 
         console.print(UNION_NOTE)
+    for warning in summary["validity"]["warnings"]:
+        console.print(f"[yellow]Warning: {escape(warning)}[/yellow]")
     if summary["errors"]:
         console.print(f"[yellow]{len(summary['errors'])} samples could not be audited; see report.md[/yellow]")
     console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}  report: "
@@ -143,13 +148,17 @@ def audit(
     wrong_ocr: str = typer.Option("auto", help="Wrong answers for text labels may come from the image's OCR text "
                                   "(images without layout metadata): auto (if rapidocr is installed), on, off. "
                                   "Inspect them first with `mmaudit data wrong`."),
+    prompt_suffix: str = typer.Option(None, help="The instruction every question is asked with, on a line after it "
+                                      "(default: each dataset's own: ChartQA and DocVQA 'Answer the question using "
+                                      "a single word or phrase.', MME none, a JSONL row's 'instruction'); '' asks "
+                                      "the bare question. Part of every record's key."),
 ) -> None:
     """FusionAudit: clean pass, both pathways on the clean-correct set, R0/R+/delta, RUG, OAR, layer recovery."""
     if ctx.invoked_subcommand is not None:
         return
     run_audit_command(model, data, attacks, eps, steps, alpha, seed, limit, batch, paper_protocol, downscale, n_boot,
                       out, typo_position, max_chars, editor, oar_layers, recovery, recovery_positions, ocr_limit,
-                      schedule, select, executor, ray_workers, ray_address, wrong_ocr)
+                      schedule, select, executor, ray_workers, ray_address, wrong_ocr, prompt_suffix)
 
 
 @audit_app.command("sweep")
@@ -162,19 +171,21 @@ def sweep(
     batch: int = typer.Option(32),
     paper_protocol: bool = typer.Option(False, "--paper-protocol", help="No early stopping."),
     out: Path = typer.Option(Path("runs/sweep"), help="Run folder (resumable store)."),
+    prompt_suffix: str = typer.Option(None, help="As for `mmaudit audit`."),
 ) -> None:
     """MANTIS stability: seeds x steps x eps, median std across seeds, 40->50 step gain, level order per eps."""
     params = command_params(dict(locals()))
     from mmaudit.audit.sweep import SweepConfig, run_sweep
-    from mmaudit.data.sources import load_data
+    from mmaudit.data.sources import load_data, prompts_in_force
     from mmaudit.report.sweep_page import rebuild_sweep, sweep_lines, sweep_tables
     from mmaudit.store import RunStore
 
     cfg = SweepConfig(seeds=parse_list(seeds, int), steps=parse_list(steps, int),
                       eps=[parse_eps(e) for e in parse_list(eps)], batch=batch, early_stop=not paper_protocol)
-    loaded = load_data(data)
+    loaded = load_data(data, prompt_suffix=prompt_suffix)
     run = Invocation(RunStore(out / "results.jsonl"), "audit sweep",
-                     params | {"seeds": cfg.seeds, "steps": cfg.steps, "eps": cfg.eps})
+                     params | {"seeds": cfg.seeds, "steps": cfg.steps, "eps": cfg.eps,
+                               "prompts": prompts_in_force(loaded.samples)})
     with progress_bar() as bar:
         run_sweep(load_models(model), loaded.samples, out, cfg, progress=progress_callback(bar), pool=loaded.pool,
                   ocr=wrong_ocr_reader("auto"))

@@ -38,6 +38,8 @@ def write_samples(samples: list[Sample], out: Path) -> Path:
             Image.fromarray(s.image).save(out / name)
             row = {"id": s.id, "image": name, "question": s.question, "answer": s.answer,
                    "answer_type": s.answer_type, "family": s.family, "layout": layout_json(s), "meta": s.meta}
+            if s.instruction:
+                row["instruction"] = s.instruction
             f.write(json.dumps(row) + "\n")
     return path
 
@@ -48,7 +50,8 @@ def read_image(path: Path, sample_id: str, max_pixels: int = MAX_PIXELS) -> np.n
 
 
 def iter_jsonl(path: Path, max_pixels: int = MAX_PIXELS):
-    """Yield a :class:`Sample` or an :class:`InputError` per row of a JSONL of {id?, image, question, answer}.
+    """Yield a :class:`Sample` or an :class:`InputError` per row of a JSONL of {id?, image, question, answer,
+    answer_type?, family?, instruction?} (``instruction``: the answer-format line shown after the question).
 
     Image paths are relative to the file and may not leave its folder; a field of the wrong JSON type, a
     decompression bomb (over ``max_pixels``) or an unreadable file is an error. Errors are yielded, not
@@ -71,13 +74,14 @@ def iter_jsonl(path: Path, max_pixels: int = MAX_PIXELS):
                 if key not in row:
                     raise InputError(sid, key, "missing")
             for key, kinds in (("image", (str,)), ("question", (str,)), ("answer", (str, int, float)),
-                               ("answer_type", (str,)), ("family", (str,))):
+                               ("answer_type", (str,)), ("family", (str,)), ("instruction", (str,))):
                 if key in row and (not isinstance(row[key], kinds) or isinstance(row[key], bool)):
                     raise InputError(sid, key, f"expected {' or '.join(k.__name__ for k in kinds)}, got "
                                                f"{type(row[key]).__name__}")
             image, notes = load_rgb(inside(path.parent, row["image"], sid), sid, max_pixels=max_pixels)
             yield Sample(sid, image, row["question"], str(row["answer"]), row.get("answer_type", "free text"),
-                         row.get("family", "custom"), meta={"input_notes": notes} if notes else {}).validate()
+                         row.get("family", "custom"), meta={"input_notes": notes} if notes else {},
+                         instruction=row.get("instruction", "")).validate()
         except InputError as e:
             yield e
 

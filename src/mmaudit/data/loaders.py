@@ -31,6 +31,11 @@ from mmaudit.data.sample import Sample
 from mmaudit.errors import InputError
 
 Item = Sample | InputError
+# The answer-format instruction each source's questions are asked with: the standard evaluation harnesses append
+# this line to ChartQA and DocVQA questions (an instruction-tuned VLM otherwise answers in sentences, which relaxed
+# accuracy and ANLS score wrong); MME's questions already end with "Please answer yes or no."
+TASK_INSTRUCTIONS = {"chartqa": "Answer the question using a single word or phrase.",
+                     "docvqa": "Answer the question using a single word or phrase.", "mme": ""}
 IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 
 
@@ -49,7 +54,8 @@ def _sample(sid: str, image_path: Path, question, answer, family: str, meta: dic
     if answer is None or not str(answer).strip():
         raise InputError(sid, "answer", "missing or empty")
     image = read_image(image_path, sid)
-    return Sample(sid, image, question, str(answer), _answer_type(str(answer)), family, meta=meta or {}).validate()
+    return Sample(sid, image, question, str(answer), _answer_type(str(answer)), family, meta=meta or {},
+                  instruction=TASK_INSTRUCTIONS.get(family, "")).validate()
 
 
 def _records(path: Path, key: str | None, field: str, what: str) -> list | InputError:

@@ -60,6 +60,13 @@ class Sample:
     family: str = "custom"
     layout: Layout | None = None
     meta: dict = field(default_factory=dict)
+    instruction: str = ""  # the task's answer-format instruction, shown after the question (see ``prompt``)
+
+    @property
+    def prompt(self) -> str:
+        """What the model is asked: the question, then the instruction on its own line (where there is one).
+        Every clean pass, attack and check shows the model this; J judges against the dataset's answer."""
+        return f"{self.question}\n{self.instruction}" if self.instruction else self.question
 
     @property
     def references(self) -> tuple[str, ...]:
@@ -88,4 +95,6 @@ def sample_fingerprint(s: Sample) -> str:
     """Content hash of what a model sees and is judged against: part of every store key."""
     h = hashlib.sha256(s.image.tobytes())
     h.update(f"{s.image.shape}|{s.question}|{s.answer}|{s.answer_type}|{s.family}".encode())
+    if s.instruction:  # a bare question keeps the keys it always had
+        h.update(f"|{s.instruction}".encode())
     return h.hexdigest()[:16]

@@ -26,8 +26,11 @@ class Loaded:
     errors: list[InputError]
 
 
-def load_data(spec: str, limit: int | None = None, select: int | None = None, seed: int = 0) -> Loaded:
-    """Load a data spec; ``select``: the paper's balanced seeded draw over the sources; ``limit``: the first N."""
+def load_data(spec: str, limit: int | None = None, select: int | None = None, seed: int = 0,
+              prompt_suffix: str | None = None) -> Loaded:
+    """Load a data spec; ``select``: the paper's balanced seeded draw over the sources; ``limit``: the first N;
+    ``prompt_suffix``: the instruction every question is asked with, in place of each source's own ('' asks the
+    bare question)."""
     from mmaudit.data.synthetic import FAMILIES, synthetic_set
 
     if spec.startswith("synthetic"):
@@ -48,4 +51,16 @@ def load_data(spec: str, limit: int | None = None, select: int | None = None, se
         samples = loaders.select_balanced(by, select, seed) if select else pool
     if limit is not None:
         samples = samples[:limit]
+    if prompt_suffix is not None:
+        for s in pool + samples:
+            s.instruction = prompt_suffix.strip()
     return Loaded(samples, pool, errors)
+
+
+def prompts_in_force(samples: list[Sample]) -> dict[str, str]:
+    """Per dataset (family), the instruction its questions are asked with ('' = the bare question; several
+    instructions in one dataset are listed joined by ' | ')."""
+    by: dict[str, set[str]] = {}
+    for s in samples:
+        by.setdefault(s.family, set()).add(s.instruction)
+    return {k: " | ".join(sorted(v)) for k, v in sorted(by.items())}

@@ -1,8 +1,70 @@
-"""Models by name: 'zoo' (all three levels), 'zoo:L2', one of the paper's 18, or a local/hub checkpoint[@level]."""
+"""Models by name, put where they run: 'zoo' (all three levels), 'zoo:L2', one of the paper's 18, or a hub id or
+local checkpoint folder[@level], on a device and in a precision.
+
+``Placement`` is the one place device and precision are decided, for the local executor and for every Ray
+actor alike: ``auto`` means the GPU in bfloat16 when there is one, the CPU in float32 otherwise; an actor
+that Ray gave a GPU sees it as ``cuda`` (Ray sets ``CUDA_VISIBLE_DEVICES``), so the same ``auto`` puts its model
+there. The zoo's tiny models always run in float32.
+"""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
+import torch
+
+from mmaudit.errors import MMAuditError
+
 LEVELS = ("L1", "L2", "L3")
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+class PlacementError(MMAuditError, ValueError):
+    """A device or precision that cannot be had here."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a model runs and in what precision, as asked (``auto`` allowed) and as resolved."""
+
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    device_map: str | None = None  # e.g. "auto": shard a model larger than one card over the visible GPUs
+    max_pixels: int | None = None  # Qwen family: the processor's pixel budget per image (its token count)
+
+    def __post_init__(self) -> None:
+        if self.device not in DEVICES and not self.device.startswith("cuda:"):
+            raise PlacementError(f"--device {self.device!r}: use one of {', '.join(DEVICES)} or cuda:N")
+        if self.dtype not in DTYPES:
+            raise PlacementError(f"--dtype {self.dtype!r}: use one of {', '.join(DTYPES)}")
+
+    def resolved_device(self) -> str:
+        cuda = torch.cuda.is_available()
+        if self.device == "auto":
+            return "cuda" if cuda else "cpu"
+        if self.device.startswith("cuda"):
+            if not cuda:
+                raise PlacementError(f"--device {self.device}: no CUDA device is visible here (torch "
+                                     f"{torch.__version__}, CUDA available: no); use --device cpu or auto")
+            index = int(self.device.partition(":")[2] or 0)
+            if index >= torch.cuda.device_count():
+                raise PlacementError(f"--device {self.device}: only {torch.cuda.device_count()} CUDA device(s) visible")
+        return self.device
+
+    def resolved_dtype(self, device: str | None = None) -> str:
+        if self.dtype != "auto":
+            return self.dtype
+        return "bfloat16" if (device or self.resolved_device()).startswith("cuda") else "float32"
+
+    def describe(self) -> dict:
+        """What the run record keeps: as asked, as resolved, and the GPU's name."""
+        device = self.resolved_device()
+        gpu = None
+        if device.startswith("cuda"):
+            index = int(device.partition(":")[2] or 0)
+            gpu = torch.cuda.get_device_name(index)
+        return asdict(self) | {"resolved_device": device, "resolved_dtype": self.resolved_dtype(device), "gpu": gpu}
 
 
 def expand(specs: list[str]) -> list[str]:
@@ -13,12 +75,19 @@ def expand(specs: list[str]) -> list[str]:
     return out
 
 
-def load_model(spec: str, dtype: str = "float32", device_map=None):
+def load_model(spec: str, placement: Placement | None = None):
+    """One model by spec, placed as ``placement`` says (default: auto)."""
+    placement = placement or Placement()
+    device = placement.resolved_device()
     if spec.startswith("zoo:"):
         from mmaudit.models.zoo.adapter import load_zoo
 
-        return load_zoo(spec.split(":", 1)[1])
+        if placement.dtype not in ("auto", "float32"):
+            raise PlacementError(f"{spec}: the zoo's tiny models run in float32 only (got --dtype {placement.dtype})")
+        return load_zoo(spec.split(":", 1)[1], device=device)
     from mmaudit.models.hf import load_hf
 
     path, _, level = spec.rpartition("@") if "@" in spec else (spec, "", "")
-    return load_hf(path, level=level or None, dtype=dtype, device_map=device_map)
+    device_map = placement.device_map or (None if device == "cpu" else device)
+    return load_hf(path, level=level or None, dtype=placement.resolved_dtype(device), device_map=device_map,
+                   max_pixels=placement.max_pixels)

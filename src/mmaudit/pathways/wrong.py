@@ -11,7 +11,10 @@ by sample, and judged incorrect by J (every candidate is checked against it):
   the reference is one of them (a legend entry for a legend entry; layout
   metadata, else OCR); else another answer of the same dataset, of the same
   shape, given to the most similar questions (the loaded file's vocabulary);
-  else shape-alike text of the image; random letters only as the last resort,
+  else shape-alike text of the image; else any other textual answer of the
+  dataset, the nearest in word count first (a label that mixes words and
+  numbers, "Democrat (scores 60 to 100)", draws another label), else text of the
+  image of a similar length; random letters only where neither offers anything,
   and then said (``source="random"``).
 
 :func:`assign_wrong_answers` fixes every sample's wrong answer once, from the
@@ -34,7 +37,8 @@ from mmaudit.judge.match import Judge, normalise
 from mmaudit.pathways.answer_kinds import CLASSES, NUMERIC_KINDS, answer_kind, candidates, closed_class, match_case
 
 USES_WRONG = ("mantis", "typo_evid", "nat_evid")  # attacks whose records depend on the wrong answer
-SOURCES = ("rule", "class", "image", "vocabulary", "image (shape)", "random")
+SOURCES = ("rule", "class", "image", "vocabulary", "image (shape)", "vocabulary (any shape)", "image (any)",
+           "random")
 _STOP = set("a an the of in on at to for by with from is are was were be been what which who whom whose how many "
             "much does do did this that these those there it its as and or per according image chart graph figure "
             "document shown given value name".split())
@@ -64,12 +68,16 @@ def _content(question: str) -> set[str]:
     return {w for w in _words(question) if w not in _STOP and not w.isdigit()}
 
 
+def _similar_length(candidate: str, ref: str) -> bool:
+    return 0.4 <= len(candidate) / max(len(ref), 1) <= 2.5
+
+
 def _same_shape(candidate: str, ref: str) -> bool:
     """Text of the same shape: textual, about as many words, not wildly longer or shorter."""
     c, r = candidate.split(), ref.split()
     if not c or answer_kind(candidate) != "text" or abs(len(c) - len(r)) > 1:
         return False
-    return 0.4 <= len(candidate) / max(len(ref), 1) <= 2.5
+    return _similar_length(candidate, ref)
 
 
 class Vocabulary:
@@ -101,6 +109,14 @@ class Vocabulary:
             if _same_shape(a, ref):
                 groups[len(q & self.questions[a])].append(a)
         return [sorted(groups[k]) for k in sorted(groups, reverse=True)]
+
+    def nearest(self, ref: str) -> list[list[str]]:
+        """Every other textual answer, grouped by how far its word count is from ``ref``'s, nearest first."""
+        n = len(ref.split())
+        groups: dict[int, list[str]] = defaultdict(list)
+        for a in self.questions:
+            groups[abs(len(a.split()) - n)].append(a)
+        return [sorted(groups[k]) for k in sorted(groups)]
 
 
 def image_texts(sample: Sample, ocr: OcrReader | None = None) -> tuple[list[str], list[str]]:
@@ -173,6 +189,11 @@ def choose_wrong(
             return WrongAnswer(w, "text", "vocabulary")
     if (w := first(s for s in others if _same_shape(s, ref))) is not None:
         return WrongAnswer(w, "text", "image (shape)")
+    for tier in vocabulary.nearest(ref):
+        if (w := first(tier)) is not None:
+            return WrongAnswer(w, "text", "vocabulary (any shape)")
+    if (w := first(s for s in siblings + others if answer_kind(s) == "text" and _similar_length(s, ref))) is not None:
+        return WrongAnswer(w, "text", "image (any)")
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if ref.isupper() or not ref.isalpha() else "abcdefghijklmnopqrstuvwxyz"
     alphabet = list(letters + ("0123456789" if any(c.isdigit() for c in ref) else ""))
     for _ in range(200):

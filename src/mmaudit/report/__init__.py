@@ -6,6 +6,7 @@ from mmaudit.report.diagnostics import examples, ocr_summary, recovery_summary, 
 from mmaudit.report.markdown import write_report
 from mmaudit.report.risk import model_flags, risk_summary
 from mmaudit.report.tables import all_tables, table_rows
+from mmaudit.report.validity import clean_validity
 from mmaudit.store import RunStore
 
 
@@ -19,6 +20,7 @@ def summarise(store: RunStore, attack_params: dict[str, dict] | None = None, n_b
     summary["recovery"] = recovery_summary(store, n_boot, seed)
     summary["ocr"] = ocr_summary(store)
     summary["examples"] = examples(store, attack_params)
+    summary["validity"] = clean_validity(store)
     summary["bootstrap"] = {"replicates": n_boot, "seed": seed,
                             "resampled": "risk: questions, models fixed; diagnostics: each model's samples"}
     return summary

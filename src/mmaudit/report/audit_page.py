@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw
 from mmaudit.pathways import NAMES, ORDER
 from mmaudit.report import plots
 from mmaudit.report.html import Page, esc, figure, png_uri, read_rgb, runs_html, table
-from mmaudit.report.markdown import INTRO, UNION_NOTE
+from mmaudit.report.markdown import INTRO, UNION_NOTE, validity_rows
 from mmaudit.report.risk import wanted
 from mmaudit.report.tables import all_tables
 from mmaudit.store import RunStore
@@ -33,6 +33,18 @@ def _tables(summary: dict) -> str:
                      f"Kendall τ-b {rk['kendall_tau_b']:.3f}; {rk['n_moved']} moved three or more places"
                      + (f" ({esc(', '.join(rk['moved']))})" if rk["moved"] else "") + ".</p>")
     return "".join(parts)
+
+
+def _validity(summary: dict) -> str:
+    v = summary.get("validity")
+    if not v:
+        return "<p class=\"note\">Not checked (a run made before the check existed).</p>"
+    head, rows = validity_rows(v)
+    warn = "".join(f"<p class=\"warn validity-warning\">{esc(w)}</p>" for w in v["warnings"])
+    ok = "" if warn else "<p>Clean accuracy is above the check's threshold for every model and dataset.</p>"
+    return (warn + ok + "<p class=\"note\">Every number below is conditioned on the clean-correct set: a clean "
+            "accuracy far below what the model scores elsewhere means the model was not shown what its own "
+            "pipeline shows it.</p>" + table(head, rows))
 
 
 def _plots(summary: dict) -> str:
@@ -208,6 +220,7 @@ def audit_page(run: Path, summary: dict, runs: list[dict], store: RunStore, para
     models = summary["models"]
     page = Page("FusionAudit report", f"{len(models)} models · {len({m['level'] for m in models})} levels · "
                 f"{max((m['n'] for m in models), default=0)} questions · run folder {run.name}")
+    page.add("validity", "Validity", _validity(summary))
     page.add("risk", "Residual risk", _tables(summary))
     page.add("plots", "Plots", _plots(summary))
     page.add("gallery", "Galleries", _galleries(run, summary))

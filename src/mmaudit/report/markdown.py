@@ -38,11 +38,28 @@ def md_table(title: str, head: list[str], rows: list[list[str]]) -> list[str]:
             "|" + " --- |" * len(head)] + ["| " + " | ".join(md_text(c) for c in row) + " |" for row in rows]
 
 
+def validity_rows(validity: dict) -> tuple[list[str], list[list[str]]]:
+    """The clean-accuracy check as a table: per model and dataset, accuracy, threshold and the prompt in force."""
+    head = ["model", "level", "dataset", "clean", "correct", "threshold", "instruction after the question"]
+    return head, [[r["model"], r["level"], r["dataset"], f"{pct(r['accuracy'])}%", f"{r['correct']}/{r['n']}",
+                   f"{pct(r['threshold'])}% ({r['threshold_source']})", r["instruction"] or "(none: bare question)"]
+                  for r in validity["clean"]]
+
+
+def validity_lines(validity: dict | None) -> list[str]:
+    if not validity:
+        return []
+    head, rows = validity_rows(validity)
+    lines = md_table("Validity: clean accuracy per dataset, and the prompt in force", head, rows)
+    return lines + [""] + [f"**Warning:** {md_text(w)}" for w in validity["warnings"]]
+
+
 def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Path:
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     lines = ["# FusionAudit report", "", INTRO.format(**summary["bootstrap"])] + (notes or [])
     if summary.get("schedule") == "union":
         lines += ["", UNION_NOTE]
+    lines += validity_lines(summary.get("validity"))
     for title, head, rows in all_tables(summary):
         lines += md_table(title, head, rows)
     if summary["ranking"]:

@@ -23,6 +23,11 @@ FAMILIES = {
                "transformers.models.gemma3.image_processing_pil_gemma3:Gemma3ImageProcessorPil"),
     "llava": ("mmaudit.models.hf.llava:LlavaAdapter",
               "transformers.models.llava.image_processing_pil_llava:LlavaImageProcessorPil"),
+    "gemma4": ("mmaudit.models.hf.gemma4:Gemma4Adapter",
+               "transformers.models.gemma4.image_processing_pil_gemma4:Gemma4ImageProcessorPil"),
+    "deepseek_vl_hybrid": ("mmaudit.models.hf.deepseek_vl:DeepseekVLAdapter",
+                           "transformers.models.deepseek_vl_hybrid.image_processing_pil_deepseek_vl_hybrid:"
+                           "DeepseekVLHybridImageProcessorPil"),
 }
 
 
@@ -31,8 +36,29 @@ def _load(spec: str):
     return getattr(import_module(module), name)
 
 
-def load_hf(path: str | Path, level: str | None = None, dtype: str = "auto", device_map: str | dict | None = None):
-    """Load a local or hub checkpoint (or one of the paper's 18 by short name) in its family's adapter."""
+def chat_template_of(path: str | Path, tokenizer) -> str | None:
+    """The checkpoint's chat template: its processor's (``chat_template.jinja`` or ``chat_template.json``) first,
+    as transformers' processors and vLLM prefer it, else the tokenizer's."""
+    import json
+
+    from transformers.utils import cached_file
+
+    for name in ("chat_template.jinja", "chat_template.json"):
+        found = cached_file(path, name, _raise_exceptions_for_missing_entries=False,
+                            _raise_exceptions_for_connection_errors=False)
+        if found:
+            text = Path(found).read_text()
+            return json.loads(text).get("chat_template") if name.endswith(".json") else text
+    return getattr(tokenizer, "chat_template", None)
+
+
+QWEN = ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_5")
+
+
+def load_hf(path: str | Path, level: str | None = None, dtype: str = "auto", device_map: str | dict | None = None,
+            max_pixels: int | None = None):
+    """Load a local or hub checkpoint (or one of the paper's 18 by short name) in its family's adapter, with the
+    checkpoint's own chat template; ``max_pixels`` lowers a Qwen-family processor's pixel budget per image."""
     from transformers import AutoConfig, AutoModelForImageTextToText, AutoTokenizer
 
     from mmaudit.models.hf.registry import check_supported
@@ -45,8 +71,9 @@ def load_hf(path: str | Path, level: str | None = None, dtype: str = "auto", dev
         raise NotImplementedError(f"model family {family!r} is not supported yet (supported: {sorted(FAMILIES)})")
     adapter, processor = (_load(s) for s in FAMILIES[family])
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, device_map=device_map)
-    extra = {}
+    extra: dict = {"max_pixels": max_pixels} if max_pixels and family in QWEN else {}
     if family == "instructblip":  # its Q-Former reads the instruction with its own (BERT) tokenizer
         extra["qformer_tokenizer"] = AutoTokenizer.from_pretrained(path, subfolder="qformer_tokenizer")
-    return adapter(model, AutoTokenizer.from_pretrained(path), processor.from_pretrained(path), name=str(path),
-                   level=level, **extra)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return adapter(model, tokenizer, processor.from_pretrained(path), name=str(path), level=level,
+                   chat_template=chat_template_of(path, tokenizer), **extra)

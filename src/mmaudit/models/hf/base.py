@@ -1,8 +1,13 @@
-"""What every Hugging Face adapter shares: batching, teacher forcing, hooks, device placement.
+"""What every Hugging Face adapter shares: prompts, batching, teacher forcing, hooks, device placement.
 
-A family module subclasses :class:`HFAdapter` and supplies the three things that
-differ between families: torch preprocessing from raw pixels, the prompt text
-with the right number of image tokens, and the model inputs that carry images.
+A family module subclasses :class:`HFAdapter` and supplies what differs between
+families: preprocessing from raw pixels in torch (Pillow's resampling, exactly:
+:mod:`mmaudit.models.hf.resample`), the run of image tokens the family's processor
+puts where the chat template shows an image, and the model inputs that carry
+images. The prompt itself is the checkpoint's own chat template, rendered as its
+processor renders it (a start token where the template or the tokenizer adds
+one); a family's hand-written prompt is only the fallback for a tokenizer
+without a template.
 """
 
 from __future__ import annotations
@@ -36,12 +41,9 @@ def setting(value, key: str):
     return value.get(key) if isinstance(value, dict) else getattr(value, key, None)
 
 
-def resize(x: torch.Tensor, size: tuple[int, int], mode: str = "bicubic") -> torch.Tensor:
-    """Differentiable antialiased resize of one (3, H, W) image (a no-op at the target size)."""
-    if tuple(x.shape[-2:]) == tuple(size):
-        return x
-    return torch.nn.functional.interpolate(x[None], size=tuple(size), mode=mode, align_corners=False,
-                                           antialias=True)[0]
+def user_turn(question: str) -> list[dict]:
+    """The one-turn conversation every prompt is rendered from: the image, then the text."""
+    return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
 
 
 def module_device(model: nn.Module, module: nn.Module) -> torch.device:
@@ -58,8 +60,10 @@ class HFAdapter:
     """Base adapter: the protocol written once over a causal VLM from transformers."""
 
     level = "L2"
+    image_placeholder = "<image>"  # what the chat template (or the fallback prompt) writes for the image
 
-    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None) -> None:
+    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
+                 chat_template: str | None = None) -> None:
         self.model = model.eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
@@ -70,8 +74,10 @@ class HFAdapter:
             self.level = level
         # Inputs go where the embedding layer is, per the device map (never "the first parameter").
         self.device = module_device(model, model.get_input_embeddings())
+        self.dtype = next(model.parameters()).dtype
         self.vision_device = module_device(model, self.vision_module)
         self.eos_id = self._eos_id()
+        self.chat_template = chat_template or getattr(tokenizer, "chat_template", None)
         self._fingerprint: str | None = None
 
     # ------------------------------------------------------------ family hooks
@@ -84,6 +90,11 @@ class HFAdapter:
     @property
     def decoder_layers(self) -> Sequence[nn.Module]:
         return list(self.model.model.language_model.layers)
+
+    @property
+    def resample(self):
+        """The processor's resampling filter (Pillow's, reproduced exactly by ``pil_resize``)."""
+        return getattr(self.image_processor, "resample", None) or "bicubic"
 
     def normalise(self, x: torch.Tensor) -> torch.Tensor:
         """The processor's rescaled-image normalisation, in torch."""
@@ -99,8 +110,36 @@ class HFAdapter:
         """Raw [0, 1] images -> the family's image model inputs, in torch (differentiable)."""
         raise NotImplementedError
 
-    def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
+    def image_text(self, image_inputs: dict, index: int) -> str:
+        """The run of image tokens the family's processor puts in place of ``image_placeholder``."""
         raise NotImplementedError
+
+    def fallback_prompt(self, question: str) -> str:
+        """The family's documented prompt format, for a tokenizer without a chat template."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ prompts
+    def render(self, question: str) -> str:
+        """The prompt text before image tokens are expanded: the checkpoint's chat template with the generation
+        prompt, else the family's fallback."""
+        if self.chat_template:
+            return self.tokenizer.apply_chat_template(user_turn(question), chat_template=self.chat_template,
+                                                      add_generation_prompt=True, tokenize=False)
+        return self.fallback_prompt(question)
+
+    def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
+        text = self.render(question)
+        if self.image_placeholder not in text:
+            raise ValueError(f"{self.name}: the prompt has no image placeholder {self.image_placeholder!r}: {text!r}")
+        return text.replace(self.image_placeholder, self.image_text(image_inputs, index), 1)
+
+    def prompt_ids(self, question: str, image_inputs: dict, index: int) -> list[int]:
+        """Token ids of the prompt, with the start token exactly where the processor puts one: the tokenizer
+        adds its special tokens unless the text already starts with the start token (transformers'
+        ``apply_chat_template(tokenize=True)`` rule)."""
+        text = self.prompt_text(question, image_inputs, index)
+        bos = self.tokenizer.bos_token
+        return list(self.tokenizer(text, add_special_tokens=not (bos and text.startswith(bos))).input_ids)
 
     def extra_inputs(self, input_ids: torch.Tensor) -> dict:
         return {}
@@ -131,6 +170,8 @@ class HFAdapter:
             cfg = self.model.config.to_dict()
             h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
             h.update(str(getattr(self.model.config, "_name_or_path", "")).encode())
+            if self.dtype != torch.float32:  # another precision answers differently: its records never mix
+                h.update(f"dtype={self.dtype}".encode())
             n = sum(p.numel() for p in self.model.parameters())
             if n <= 50_000_000:  # small models: hash the weights themselves
                 for k, v in sorted(self.model.state_dict().items()):
@@ -147,7 +188,7 @@ class HFAdapter:
         image_inputs, grids = self.preprocess(ims)
         seqs = []
         for i, q in enumerate(prompts):
-            ids = list(self.tokenizer(self.prompt_text(q, image_inputs, i), add_special_tokens=False).input_ids)
+            ids = self.prompt_ids(q, image_inputs, i)
             if answers is not None:
                 ids += self.answer_tokens(answers[i])[:-1]  # the last token is predicted, never fed
             seqs.append(ids)

@@ -2,7 +2,10 @@
 
 The image reaches the language model as ``num_query_tokens`` learned Q-Former
 queries, not patches. Preprocessing: resize to the tower's square size
-(bicubic, aspect not kept) and CLIP normalisation. For OAR the text-to-image
+(Pillow's bicubic, aspect not kept) and CLIP normalisation. The family has no
+chat template: as its processor does, the query tokens come first, then the
+prompt ("Question: ... Answer:", the model card's format) tokenized with the
+tokenizer's own start token. For OAR the text-to-image
 attention is carried through the bottleneck: text -> query attention in the
 language model times query -> patch cross-attention in the Q-Former (both
 averaged over heads and layers, the CLS column dropped), which gives a
@@ -15,15 +18,17 @@ from collections.abc import Sequence
 
 import torch
 
-from mmaudit.models.hf.base import HFAdapter, resize, setting
+from mmaudit.models.hf.base import HFAdapter, setting
+from mmaudit.models.hf.resample import pil_resize
 from mmaudit.models.vlm import PatchGrid
 
 
 class Blip2Adapter(HFAdapter):
     level = "L1"
 
-    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None) -> None:
-        super().__init__(model, tokenizer, image_processor, name, level)
+    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
+                 chat_template: str | None = None) -> None:
+        super().__init__(model, tokenizer, image_processor, name, level, chat_template)
         size = image_processor.size
         self.size = (int(setting(size, "height")), int(setting(size, "width")))
         self.n_queries = int(model.config.num_query_tokens)
@@ -48,13 +53,17 @@ class Blip2Adapter(HFAdapter):
     def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
         out, grids = [], []
         for im in images:
-            out.append(self.normalise(resize(im, self.size, "bicubic")))
+            out.append(self.normalise(pil_resize(im, self.size, self.resample)))
             grids.append(PatchGrid(*self.grid, im.shape[-2], im.shape[-1]))
         return {"pixel_values": self.pixel_batch(out)}, grids
 
-    def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
-        image = self.tokenizer.convert_ids_to_tokens(self.image_token_id) * self.n_queries
-        return f"{image}{self.tokenizer.bos_token or ''}Question: {question} Answer:"
+    def fallback_prompt(self, question: str) -> str:
+        return f"Question: {question} Answer:"
+
+    def prompt_ids(self, question: str, image_inputs: dict, index: int) -> list[int]:
+        """The query tokens, then the prompt with the tokenizer's special tokens (Blip2Processor's order)."""
+        text = self.render(question)
+        return [self.image_token_id] * self.n_queries + list(self.tokenizer(text, add_special_tokens=True).input_ids)
 
     def image_features(self, image_inputs: dict) -> torch.Tensor:
         out = self.model.get_image_features(pixel_values=image_inputs["pixel_values"])

@@ -15,15 +15,14 @@ class InstructBlipAdapter(Blip2Adapter):
     level = "L1"
 
     def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
-                 qformer_tokenizer=None) -> None:
+                 chat_template: str | None = None, qformer_tokenizer=None) -> None:
         if qformer_tokenizer is None:
             raise ValueError("InstructBLIP needs its Q-Former tokenizer (the checkpoint's qformer_tokenizer/)")
         self.qformer_tokenizer = qformer_tokenizer
-        super().__init__(model, tokenizer, image_processor, name, level)
+        super().__init__(model, tokenizer, image_processor, name, level, chat_template)
 
-    def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
-        image = self.tokenizer.convert_ids_to_tokens(self.image_token_id) * self.n_queries
-        return f"{image}{self.tokenizer.bos_token or ''}{question}"
+    def fallback_prompt(self, question: str) -> str:
+        return question  # the instruction itself, as the model card passes it
 
     def _instruction(self, prompts: list[str]) -> dict:
         q = self.qformer_tokenizer(list(prompts), padding=True, return_tensors="pt")

@@ -1,50 +1,70 @@
 """LLaVA-1.5 behind the VLM protocol: CLIP preprocessing in torch, one image token per kept patch.
 
-The family processor resizes the shortest edge to the crop size (bicubic),
-centre-crops a square and normalises with CLIP's mean and std; the vision tower
-drops the CLS token (``vision_feature_select_strategy="default"``), so the
-prompt carries (size / patch)^2 image tokens. The patch grid covers only the
-centre crop, which is what the tokens see.
+The family processor optionally pads the image to a square of its mean colour
+(``do_pad``), resizes the shortest edge to ``size["shortest_edge"]`` (the long
+side scaled and truncated, Pillow's bicubic), centre-crops ``crop_size`` and
+normalises with CLIP's mean and std; the vision tower drops the CLS token
+(``vision_feature_select_strategy="default"``), so the prompt carries
+(crop / patch)^2 image tokens. The patch grid covers only the centre crop
+(padding included), which is what the tokens see.
 """
 
 from __future__ import annotations
 
 import torch
 
-from mmaudit.models.hf.base import HFAdapter, resize, setting
+from mmaudit.models.hf.base import HFAdapter, setting
+from mmaudit.models.hf.resample import pad_square, pil_resize, shortest_edge_size
 from mmaudit.models.vlm import PatchGrid
 
 
 class LlavaAdapter(HFAdapter):
     level = "L1"
 
-    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None) -> None:
-        super().__init__(model, tokenizer, image_processor, name, level)
+    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
+                 chat_template: str | None = None) -> None:
+        super().__init__(model, tokenizer, image_processor, name, level, chat_template)
         ip = image_processor
-        crop = ip.crop_size
-        self.size = int(setting(crop, "height"))
+        self.crop = (int(setting(ip.crop_size, "height")), int(setting(ip.crop_size, "width")))
+        self.pad = bool(getattr(ip, "do_pad", False))
         self.patch = int(model.config.vision_config.patch_size)
         strategy = model.config.vision_feature_select_strategy
-        self.n_tokens = (self.size // self.patch) ** 2 + (1 if strategy == "full" else 0)
+        self.n_tokens = (self.crop[0] // self.patch) * (self.crop[1] // self.patch) + (1 if strategy == "full" else 0)
+        self.image_placeholder = tokenizer.convert_ids_to_tokens(self.image_token_id)
+
+    def target(self, h: int, w: int) -> tuple[int, int]:
+        """The resize target of the processor's ``size`` setting."""
+        size = self.image_processor.size
+        if setting(size, "shortest_edge"):
+            return shortest_edge_size(h, w, int(setting(size, "shortest_edge")))
+        return int(setting(size, "height")), int(setting(size, "width"))
 
     def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
         out, grids = [], []
-        s = self.size
+        ch, cw = self.crop
         for im in images:
             _, h, w = im.shape
-            scale = s / min(h, w)
-            rh, rw = max(s, round(h * scale)), max(s, round(w * scale))
-            x = resize(im, (rh, rw))
-            top, left = (rh - s) // 2, (rw - s) // 2
-            x = x[:, top : top + s, left : left + s]
-            out.append(self.normalise(x))
-            g = s // self.patch
-            grids.append(PatchGrid(g, g, s / scale, s / scale, left / scale, top / scale))
+            top0 = left0 = 0
+            if self.pad:  # the mean colour as the processor writes it: int(mean * 255) levels
+                fill = tuple(int(m * 255) / 255 for m in self.image_processor.image_mean)
+                im, top0, left0 = pad_square(im, fill)
+            ph, pw = im.shape[-2:]
+            rh, rw = self.target(ph, pw)
+            x = pil_resize(im, (rh, rw), self.resample)
+            top, left = (rh - ch) // 2, (rw - cw) // 2
+            if top < 0 or left < 0:
+                raise ValueError(f"{self.name}: the crop {ch} x {cw} is larger than the resized image {rh} x {rw}")
+            out.append(self.normalise(x[:, top : top + ch, left : left + cw]))
+            sy, sx = rh / ph, rw / pw  # resized pixels per (padded) input pixel
+            grids.append(PatchGrid(ch // self.patch, cw // self.patch, ch / sy, cw / sx, left / sx - left0,
+                                   top / sy - top0))
         return {"pixel_values": self.pixel_batch(out)}, grids
 
-    def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
-        image = self.tokenizer.convert_ids_to_tokens(self.image_token_id) * self.n_tokens
-        return f"USER: {image}\n{question} ASSISTANT:"
+    def image_text(self, image_inputs: dict, index: int) -> str:
+        return self.image_placeholder * self.n_tokens
+
+    def fallback_prompt(self, question: str) -> str:
+        return f"USER: {self.image_placeholder}\n{question} ASSISTANT:"
 
     def image_features(self, image_inputs: dict) -> torch.Tensor:
         out = self.model.get_image_features(pixel_values=image_inputs["pixel_values"])

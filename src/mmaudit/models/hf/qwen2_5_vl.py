@@ -1,26 +1,34 @@
 """Qwen2.5-VL (and Qwen2-VL, same image path) behind the VLM protocol.
 
 Preprocessing is the family's own, rewritten in torch so gradients reach raw
-pixels: smart-resize to multiples of patch x merge, CLIP normalisation, and
-Qwen's flattening of (temporal x patch x patch) blocks in merge-window order.
+pixels: smart-resize to multiples of patch x merge (Pillow's bicubic, exactly),
+normalisation, and Qwen's flattening of (temporal x patch x patch) blocks in
+merge-window order. ``max_pixels`` (the processor's ``size["longest_edge"]``)
+sets the image's token count, hence memory; an adapter may lower it.
 """
 
 from __future__ import annotations
 
 import torch
 
-from mmaudit.models.hf.base import HFAdapter, resize, setting
+from mmaudit.errors import InputError
+from mmaudit.models.hf.base import HFAdapter, setting
+from mmaudit.models.hf.resample import pil_resize
 from mmaudit.models.vlm import PatchGrid
 
 DEFAULT_SYSTEM = "You are a helpful assistant."
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
-    """Qwen's target size: multiples of ``factor``, pixel count within bounds, aspect kept."""
+    """Qwen's target size: multiples of ``factor``, pixel count within bounds, aspect kept (transformers'
+    rule to the letter: sides may round to 0 before the min-pixels rescue; aspect ratios over 200 are refused)."""
     import math
 
-    h_bar = max(factor, round(height / factor) * factor)
-    w_bar = max(factor, round(width / factor) * factor)
+    if max(height, width) / min(height, width) > 200:
+        raise InputError(None, "image", f"aspect ratio {max(height, width) / min(height, width):.0f} exceeds the 200 "
+                                        f"Qwen's processor accepts ({height} x {width})")
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
     if h_bar * w_bar > max_pixels:
         beta = math.sqrt((height * width) / max_pixels)
         h_bar = max(factor, math.floor(height / beta / factor) * factor)
@@ -34,16 +42,19 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
 
 class Qwen2_5_VLAdapter(HFAdapter):
     level = "L2"
+    image_placeholder = "<|image_pad|>"
 
-    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None) -> None:
-        super().__init__(model, tokenizer, image_processor, name, level)
+    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
+                 chat_template: str | None = None, max_pixels: int | None = None) -> None:
+        super().__init__(model, tokenizer, image_processor, name, level, chat_template)
         ip = image_processor
         self.patch = int(ip.patch_size)
         self.merge = int(ip.merge_size)
         self.temporal = int(ip.temporal_patch_size)
         size = ip.size
         self.min_pixels = int(setting(size, "shortest_edge") or setting(size, "min_pixels") or 56 * 56)
-        self.max_pixels = int(setting(size, "longest_edge") or setting(size, "max_pixels") or 28 * 28 * 1280)
+        self.max_pixels = int(max_pixels or setting(size, "longest_edge") or setting(size, "max_pixels")
+                              or 28 * 28 * 1280)
 
     @property
     def vision_module(self):
@@ -55,7 +66,7 @@ class Qwen2_5_VLAdapter(HFAdapter):
         for im in images:
             _, h, w = im.shape
             rh, rw = smart_resize(h, w, p * m, self.min_pixels, self.max_pixels)
-            x = self.normalise(resize(im, (rh, rw)))
+            x = self.normalise(pil_resize(im, (rh, rw), self.resample))
             gh, gw = rh // p, rw // p
             x = x.reshape(3, gh // m, m, p, gw // m, m, p).permute(1, 4, 2, 5, 0, 3, 6)
             x = x[:, :, :, :, :, None].expand(*x.shape[:5], t, p, p)
@@ -66,20 +77,12 @@ class Qwen2_5_VLAdapter(HFAdapter):
         dtype = self.vision_module.dtype if hasattr(self.vision_module, "dtype") else torch.float32
         return {"pixel_values": torch.cat(patches).to(dtype), "image_grid_thw": grid}, pgrids
 
-    def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
-        n = int(image_inputs["image_grid_thw"][index].prod()) // self.merge**2
-        image = "<|vision_start|>" + "<|image_pad|>" * n + "<|vision_end|>"
-        if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}],
-                add_generation_prompt=True,
-                tokenize=False,
-            )
-            return text.replace("<|vision_start|><|image_pad|><|vision_end|>", image, 1)
-        return (
-            f"<|im_start|>system\n{DEFAULT_SYSTEM}<|im_end|>\n"
-            f"<|im_start|>user\n{image}{question}<|im_end|>\n<|im_start|>assistant\n"
-        )
+    def image_text(self, image_inputs: dict, index: int) -> str:
+        return self.image_placeholder * (int(image_inputs["image_grid_thw"][index].prod()) // self.merge**2)
+
+    def fallback_prompt(self, question: str) -> str:
+        return (f"<|im_start|>system\n{DEFAULT_SYSTEM}<|im_end|>\n<|im_start|>user\n"
+                f"<|vision_start|>{self.image_placeholder}<|vision_end|>{question}<|im_end|>\n<|im_start|>assistant\n")
 
     def extra_inputs(self, input_ids: torch.Tensor) -> dict:
         # Qwen's 3D rope needs to know which tokens are image tokens (1) vs text (0).

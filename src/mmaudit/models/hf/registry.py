@@ -1,9 +1,11 @@
 """The 18 models the FusionAudit paper audits: hub id, fusion level, and which adapter serves them.
 
 Levels follow the paper's taxonomy (Experimental Setup); the paper names models, not hub ids, so
-the ids here are the usual Hugging Face names (check them against your mirror). A family without an
-adapter yet, or one that needs remote code (Qwen-VL-Chat, DeepSeek-VL), is
-listed with the reason rather than failing deep inside transformers.
+the ids here are the usual Hugging Face names (check them against your mirror; DeepSeek-VL is the
+transformers-native conversion). Qwen-VL-Chat needs remote code and is listed with the way to run
+it rather than failing deep inside transformers. ``published`` holds clean-accuracy figures from a
+model's own card where one was checked (dataset -> (fraction, source)); the validity check
+(:mod:`mmaudit.report.validity`) warns when an audit's clean accuracy falls far below them.
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ class Entry:
     family: str  # transformers model_type
     supported: bool
     note: str = ""
+    published: tuple[tuple[str, tuple[float, str]], ...] = ()
 
 
-_REMOTE = "needs trust_remote_code (custom modelling code); not supported yet"
-_TODO = "adapter not written yet (see issue: HF adapters for the paper's families)"
+_REMOTE = ("needs the checkpoint's own modelling code (trust_remote_code), which mmaudit does not run for you; "
+           "where you trust it, load it with transformers (AutoModelForCausalLM.from_pretrained(..., "
+           "trust_remote_code=True)) and wrap it in an adapter subclassing mmaudit.models.hf.base.HFAdapter "
+           "(its preprocess, image_text and fallback_prompt), then pass the model to mmaudit.audit.run_audit")
 
 PAPER_MODELS: tuple[Entry, ...] = (
     Entry("SmolVLM2-2.2B", "HuggingFaceTB/SmolVLM2-2.2B-Instruct", "L1", "smolvlm", True),
@@ -31,18 +36,19 @@ PAPER_MODELS: tuple[Entry, ...] = (
     Entry("LLaVA-1.5-7B", "llava-hf/llava-1.5-7b-hf", "L1", "llava", True),
     Entry("Qwen-VL-Chat", "Qwen/Qwen-VL-Chat", "L2", "qwen", False, _REMOTE),
     Entry("Qwen2-VL-2B", "Qwen/Qwen2-VL-2B-Instruct", "L2", "qwen2_vl", True),
-    Entry("Qwen2.5-VL-3B", "Qwen/Qwen2.5-VL-3B-Instruct", "L2", "qwen2_5_vl", True),
+    Entry("Qwen2.5-VL-3B", "Qwen/Qwen2.5-VL-3B-Instruct", "L2", "qwen2_5_vl", True,
+          published=(("docvqa", (0.939, "model card, DocVQA test ANLS")),)),
     Entry("Qwen2.5-VL-7B", "Qwen/Qwen2.5-VL-7B-Instruct", "L2", "qwen2_5_vl", True),
     Entry("Gemma3-4B", "google/gemma-3-4b-it", "L2", "gemma3", True),
     Entry("Gemma3-12B", "google/gemma-3-12b-it", "L2", "gemma3", True),
-    Entry("DeepSeek-VL-7B", "deepseek-ai/deepseek-vl-7b-chat", "L2", "multi_modality", False, _REMOTE),
+    Entry("DeepSeek-VL-7B", "deepseek-community/deepseek-vl-7b-chat", "L2", "deepseek_vl_hybrid", True),
     Entry("Qwen3-VL-2B", "Qwen/Qwen3-VL-2B-Instruct", "L3", "qwen3_vl", True),
     Entry("Qwen3-VL-4B", "Qwen/Qwen3-VL-4B-Instruct", "L3", "qwen3_vl", True),
     Entry("Qwen3-VL-8B", "Qwen/Qwen3-VL-8B-Instruct", "L3", "qwen3_vl", True),
     Entry("Qwen3.5-2B", "Qwen/Qwen3.5-2B", "L3", "qwen3_5", True),
     Entry("Qwen3.5-4B", "Qwen/Qwen3.5-4B", "L3", "qwen3_5", True),
     Entry("Qwen3.5-9B", "Qwen/Qwen3.5-9B", "L3", "qwen3_5", True),
-    Entry("Gemma4-E4B", "google/gemma-4-e4b-it", "L3", "gemma4", False, _TODO),
+    Entry("Gemma4-E4B", "google/gemma-4-e4b-it", "L3", "gemma4", True),
 )
 BY_NAME = {e.name.lower(): e for e in PAPER_MODELS} | {e.hub_id.lower(): e for e in PAPER_MODELS}
 

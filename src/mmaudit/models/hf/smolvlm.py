@@ -1,13 +1,14 @@
 """SmolVLM (Idefics3-based) behind the VLM protocol: the image is resized, split into tiles, plus a global view.
 
-Preprocessing follows the family processor, in torch: resize so the longest
-edge is ``size["longest_edge"]`` (even sides), round both sides up to
-multiples of the encoder's tile size M, cut M x M tiles row by row and add the
-whole image resized to M x M as the global view (an image no larger than M is
-one frame); normalise. Each frame becomes ``image_seq_len`` tokens after the
-pixel-shuffle connector; the prompt spells the tiles out with their
-``<row_r_col_c>`` markers. The processor resamples with Lanczos, torch with
-antialiased bicubic: identical when no resize is needed, close otherwise.
+Preprocessing follows the family processor, in torch, with Pillow's Lanczos
+resampling reproduced exactly: resize so the longest edge is
+``size["longest_edge"]`` (the other side truncated, then made even; at most
+4096), resize again so both sides are multiples of the encoder's tile size M,
+cut M x M tiles row by row and add the whole image squeezed to M x M as the
+global view (an image no larger than M is one frame); normalise. Each frame
+becomes ``image_seq_len`` tokens after the pixel-shuffle connector; the prompt
+spells the tiles out with their ``<row_r_col_c>`` markers where the chat
+template writes the image token.
 """
 
 from __future__ import annotations
@@ -16,12 +17,16 @@ import math
 
 import torch
 
-from mmaudit.models.hf.base import HFAdapter, resize, setting
+from mmaudit.models.hf.base import HFAdapter, setting
+from mmaudit.models.hf.resample import pil_resize
 from mmaudit.models.vlm import PatchGrid, TiledGrid
+
+MAX_SIDE = 4096  # the processor's absolute cap on a side
 
 
 def longest_edge_size(h: int, w: int, max_len: int) -> tuple[int, int]:
-    """The processor's resize target: longest side ``max_len``, the other even."""
+    """The processor's resize target: longest side ``max_len``, the other truncated and made even, then both
+    scaled below ``MAX_SIDE``."""
     aspect = w / h
     if w >= h:
         w, h = max_len, int(max_len / aspect)
@@ -29,6 +34,12 @@ def longest_edge_size(h: int, w: int, max_len: int) -> tuple[int, int]:
     else:
         h, w = max_len, int(max_len * aspect)
         w += w % 2
+    h, w = max(h, 1), max(w, 1)
+    aspect = w / h
+    if w >= h and w > MAX_SIDE:
+        w, h = MAX_SIDE, int(MAX_SIDE / aspect)
+    elif h > w and h > MAX_SIDE:
+        h, w = MAX_SIDE, int(MAX_SIDE * aspect)
     return max(h, 1), max(w, 1)
 
 
@@ -46,8 +57,9 @@ def multiple_of(h: int, w: int, m: int) -> tuple[int, int]:
 class SmolVLMAdapter(HFAdapter):
     level = "L1"
 
-    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None) -> None:
-        super().__init__(model, tokenizer, image_processor, name, level)
+    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
+                 chat_template: str | None = None) -> None:
+        super().__init__(model, tokenizer, image_processor, name, level, chat_template)
         ip = image_processor
         self.longest = int(setting(ip.size, "longest_edge"))
         self.tile = int(setting(ip.max_image_size, "longest_edge"))
@@ -65,9 +77,7 @@ class SmolVLMAdapter(HFAdapter):
         return list(self.model.model.text_model.layers)
 
     def _resize(self, x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-        if tuple(x.shape[-2:]) == tuple(size):
-            return x
-        return resize(x, size).clamp(0, 1)  # bicubic overshoots; the next resize must see [0, 1]
+        return pil_resize(x, size, self.resample)  # 8-bit and clamped, as each Pillow resize returns
 
     def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
         m = self.tile
@@ -75,7 +85,8 @@ class SmolVLMAdapter(HFAdapter):
         for im in images:
             _, h, w = im.shape
             x = self._resize(im, longest_edge_size(h, w, self.longest))
-            x = self._resize(x, multiple_of(*x.shape[-2:], m))
+            if self.split:
+                x = self._resize(x, multiple_of(*x.shape[-2:], m))
             rh, rw = x.shape[-2:]
             frames, tiles = [], []
             rows = cols = 0
@@ -88,7 +99,7 @@ class SmolVLMAdapter(HFAdapter):
                         tiles.append(PatchGrid(self.side, self.side, m * sy, m * sx, c * m * sx, r * m * sy))
                 frames.append(self._resize(x, (m, m)))
             else:
-                frames.append(self._resize(x, (m, m)) if (rh, rw) != (m, m) else x)
+                frames.append(self._resize(x, (m, m)))
             tiles.append(PatchGrid(self.side, self.side, h, w))
             batches.append(torch.stack([self.normalise(f) for f in frames]))
             grids.append(TiledGrid(tiles, h, w))
@@ -102,19 +113,22 @@ class SmolVLMAdapter(HFAdapter):
         dtype = next(self.vision_module.parameters()).dtype
         return {"pixel_values": pixel.to(dtype), "pixel_attention_mask": mask, "_layout": layout}, grids
 
-    def _image_text(self, rows: int, cols: int) -> str:
-        tok = self.tokenizer
+    @property
+    def image_placeholder(self) -> str:
+        return self.tokenizer.convert_ids_to_tokens(self.image_token_id)
+
+    def image_text(self, image_inputs: dict, index: int) -> str:
+        rows, cols = image_inputs["_layout"][index]
         fake, glob = "<fake_token_around_image>", "<global-img>"
-        image = tok.convert_ids_to_tokens(self.image_token_id) * self.seq_len
+        image = self.image_placeholder * self.seq_len
         if rows == cols == 0:
             return f"{fake}{glob}{image}{fake}"
         text = "".join("".join(f"{fake}<row_{r + 1}_col_{c + 1}>{image}" for c in range(cols)) + "\n"
                        for r in range(rows))
         return f"{text}\n{fake}{glob}{image}{fake}"
 
-    def prompt_text(self, question: str, image_inputs: dict, index: int) -> str:
-        rows, cols = image_inputs["_layout"][index]
-        return f"<|im_start|>User:{self._image_text(rows, cols)}{question}<end_of_utterance>\nAssistant:"
+    def fallback_prompt(self, question: str) -> str:
+        return f"<|im_start|>User:{self.image_placeholder}{question}<end_of_utterance>\nAssistant:"
 
     def _inputs(self, enc) -> dict:
         inputs = super()._inputs(enc)

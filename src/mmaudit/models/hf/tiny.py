@@ -1,7 +1,10 @@
 """Tiny random-weight Hugging Face VLMs built offline from transformers' config classes.
 
 They exercise the real model code (rope, mergers, image-token bookkeeping) with
-no download, for tests and for `mmaudit audit --model <dir>` smoke runs.
+no download, for tests and for `mmaudit audit --model <dir>` smoke runs. Each
+tokenizer carries its family's prompt format as a chat template
+(:mod:`mmaudit.models.hf.tiny_formats`) and adds a start token where the
+family's tokenizer does, so prompts can be checked against the processors.
 """
 
 from __future__ import annotations
@@ -10,14 +13,23 @@ from pathlib import Path
 
 import torch
 
+from mmaudit.models.hf import tiny_formats
+
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
             "<|image_pad|>", "<|video_pad|>"]
+QWEN_NAMED = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>", "vision_bos_token": "<|vision_start|>",
+              "vision_eos_token": "<|vision_end|>"}
 CHARS = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789?:.,!'\n -")
 
 
-def char_tokenizer(specials: list[str] | None = None, eos: str = "<|im_end|>", pad: str = "<|endoftext|>"):
-    """A character-level fast tokenizer carrying the family's special tokens (Qwen's by default)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+def char_tokenizer(specials: list[str] | None = None, eos: str = "<|im_end|>", pad: str = "<|endoftext|>",
+                   bos: str | None = None, adds_bos: bool = False, template: str | None = None,
+                   named: dict[str, str] | None = None):
+    """A character-level fast tokenizer carrying the family's special tokens (Qwen's by default): ``bos`` its
+    start token, prepended to every encoding when ``adds_bos`` (as Llama's and Gemma's tokenizers do);
+    ``template`` its chat template; ``named`` special tokens the family's processor looks up by attribute
+    (``image_token``, ``boi_token``, ...)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
     specials = specials or SPECIALS
@@ -25,8 +37,13 @@ def char_tokenizer(specials: list[str] | None = None, eos: str = "<|im_end|>", p
     tk = Tokenizer(models.WordLevel(vocab, unk_token=pad))
     tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
     tk.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token=eos, pad_token=pad)
+    if bos and adds_bos:
+        tk.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B",
+                                                          special_tokens=[(bos, vocab[bos])])
+    extra = {"extra_special_tokens": named} if named else {}
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token=eos, pad_token=pad, bos_token=bos, **extra)
     tok.add_special_tokens({"additional_special_tokens": specials})
+    tok.chat_template = template
     return tok
 
 
@@ -47,8 +64,7 @@ def tiny_blip2(seed: int = 0):
     from transformers import Blip2Config, Blip2ForConditionalGeneration
     from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
 
-    tok = char_tokenizer(BLIP_SPECIALS, eos="</s>", pad="<pad>")
-    tok.bos_token = "</s>"
+    tok = char_tokenizer(BLIP_SPECIALS, eos="</s>", pad="<pad>", bos="</s>", adds_bos=True)  # OPT's: "</s>" first
     ids = {t: tok.convert_tokens_to_ids(t) for t in BLIP_SPECIALS}
     cfg = Blip2Config(
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -75,8 +91,7 @@ def tiny_instructblip(seed: int = 0):
     from transformers import InstructBlipConfig, InstructBlipForConditionalGeneration
     from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
 
-    tok = char_tokenizer(BLIP_SPECIALS, eos="</s>", pad="<pad>")
-    tok.bos_token = "</s>"
+    tok = char_tokenizer(BLIP_SPECIALS, eos="</s>", pad="<pad>", bos="</s>", adds_bos=True)
     qtok = char_tokenizer(["[PAD]", "[CLS]", "[SEP]"], eos="[SEP]", pad="[PAD]")
     ids = {t: tok.convert_tokens_to_ids(t) for t in BLIP_SPECIALS}
     cfg = InstructBlipConfig(
@@ -110,7 +125,8 @@ def tiny_smolvlm(seed: int = 0):
     from transformers import SmolVLMConfig, SmolVLMForConditionalGeneration
     from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
 
-    tok = char_tokenizer(SMOL_SPECIALS, eos="<end_of_utterance>", pad="<pad>")
+    tok = char_tokenizer(SMOL_SPECIALS, eos="<end_of_utterance>", pad="<pad>", bos="<|im_start|>",
+                         template=tiny_formats.SMOLVLM, named={"image_token": "<image>"})
     ids = {t: tok.convert_tokens_to_ids(t) for t in SMOL_SPECIALS}
     cfg = SmolVLMConfig(
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -131,6 +147,7 @@ def tiny_smolvlm(seed: int = 0):
 
 GEMMA_SPECIALS = ["<pad>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>",
                   "<image_soft_token>"]
+GEMMA_NAMED = {"image_token": "<image_soft_token>", "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>"}
 
 
 def tiny_gemma3(seed: int = 0):
@@ -138,7 +155,8 @@ def tiny_gemma3(seed: int = 0):
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration
     from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
 
-    tok = char_tokenizer(GEMMA_SPECIALS, eos="<end_of_turn>", pad="<pad>")
+    tok = char_tokenizer(GEMMA_SPECIALS, eos="<end_of_turn>", pad="<pad>", bos="<bos>", adds_bos=True,
+                         template=tiny_formats.GEMMA3, named=GEMMA_NAMED)
     ids = {t: tok.convert_tokens_to_ids(t) for t in GEMMA_SPECIALS}
     cfg = Gemma3Config(
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -164,7 +182,8 @@ def tiny_llava(seed: int = 0):
     from transformers import LlavaConfig, LlavaForConditionalGeneration
     from transformers.models.llava.image_processing_pil_llava import LlavaImageProcessorPil
 
-    tok = char_tokenizer(LLAVA_SPECIALS, eos="</s>", pad="<pad>")
+    tok = char_tokenizer(LLAVA_SPECIALS, eos="</s>", pad="<pad>", bos="<s>", adds_bos=True, template=tiny_formats.LLAVA,
+                         named={"image_token": "<image>"})
     ids = {t: tok.convert_tokens_to_ids(t) for t in LLAVA_SPECIALS}
     cfg = LlavaConfig(
         vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -202,7 +221,7 @@ def tiny_qwen2_vl(seed: int = 0):
     """(model, tokenizer, image_processor) of a ~0.2M-parameter Qwen2-VL (same image path as Qwen2.5-VL)."""
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
 
-    tok = char_tokenizer()
+    tok = char_tokenizer(template=tiny_formats.QWEN2_VL, named=QWEN_NAMED)
     cfg = Qwen2VLConfig(vision_config=dict(depth=2, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2),
                         **_qwen_common(tok))
     torch.manual_seed(seed)
@@ -213,7 +232,7 @@ def tiny_qwen2_5_vl(seed: int = 0):
     """(model, tokenizer, image_processor) of a ~0.2M-parameter Qwen2.5-VL."""
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
-    tok = char_tokenizer()
+    tok = char_tokenizer(template=tiny_formats.QWEN2_VL, named=QWEN_NAMED)
     cfg = Qwen2_5_VLConfig(
         vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
                            fullatt_block_indexes=[1], window_size=56),
@@ -227,7 +246,7 @@ def tiny_qwen3_vl(seed: int = 0):
     """A tiny Qwen3-VL: patch 16, DeepStack re-injection of two vision layers into the decoder (L3)."""
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
-    tok = char_tokenizer()
+    tok = char_tokenizer(template=tiny_formats.QWEN3_VL, named=QWEN_NAMED)
     cfg = Qwen3VLConfig(vision_config=QWEN3_VISION | {"deepstack_visual_indexes": [0, 1]},
                         **_qwen_common(tok, head_dim=16, rope={"mrope_interleaved": True}))
     torch.manual_seed(seed)
@@ -238,7 +257,7 @@ def tiny_qwen3_5(seed: int = 0):
     """A tiny Qwen3.5: hybrid decoder (three linear-attention layers, then one softmax layer)."""
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
 
-    tok = char_tokenizer()
+    tok = char_tokenizer(template=tiny_formats.QWEN3_VL, named=QWEN_NAMED)
     text = dict(num_hidden_layers=4, head_dim=16, linear_key_head_dim=16, linear_value_head_dim=16,
                 linear_num_key_heads=2, linear_num_value_heads=4,
                 rope={"mrope_interleaved": True, "partial_rotary_factor": 1.0})
@@ -270,3 +289,71 @@ def save_tiny_qwen2_5_vl(path: str | Path, seed: int = 0, build=None) -> Path:
     tok.save_pretrained(path)
     ip.save_pretrained(path)
     return path
+
+
+GEMMA4_SPECIALS = GEMMA_SPECIALS + ["<|video|>", "<audio_soft_token>", "<start_of_audio>", "<end_of_audio>"]
+
+
+def tiny_gemma4(seed: int = 0):
+    """A tiny Gemma 4: its vision encoder at patch 4 with 3 x 3 pooling (aspect-preserving, at most 70 soft tokens per
+    image), a 4-layer text decoder, no audio tower."""
+    from transformers import Gemma4Config, Gemma4ForConditionalGeneration
+    from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+
+    named = GEMMA_NAMED | {"audio_token": "<audio_soft_token>", "boa_token": "<start_of_audio>",
+                           "eoa_token": "<end_of_audio>"}
+    tok = char_tokenizer(GEMMA4_SPECIALS, eos="<end_of_turn>", pad="<pad>", bos="<bos>", adds_bos=True,
+                         template=tiny_formats.GEMMA4, named=named)
+    ids = {t: tok.convert_tokens_to_ids(t) for t in GEMMA4_SPECIALS}
+    n = len(tok)
+    cfg = Gemma4Config(
+        text_config=dict(vocab_size=n, vocab_size_per_layer_input=n, hidden_size=64, hidden_size_per_layer_input=8,
+                         intermediate_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=16, global_head_dim=16, max_position_embeddings=512, sliding_window=64,
+                         layer_types=["sliding_attention", "sliding_attention", "sliding_attention",
+                                      "full_attention"],
+                         bos_token_id=ids["<bos>"], eos_token_id=ids["<end_of_turn>"], pad_token_id=ids["<pad>"]),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           num_key_value_heads=2, head_dim=16, patch_size=4, pooling_kernel_size=3,
+                           position_embedding_size=64),
+        audio_config=None, boi_token_id=ids["<start_of_image>"], eoi_token_id=ids["<end_of_image>"],
+        image_token_id=ids["<image_soft_token>"], video_token_id=ids["<|video|>"],
+        boa_token_id=ids["<start_of_audio>"], eoa_token_index=ids["<end_of_audio>"],
+        audio_token_id=ids["<audio_soft_token>"])
+    torch.manual_seed(seed)
+    model = Gemma4ForConditionalGeneration(cfg).eval()
+    set_special_ids(model, ids["<end_of_turn>"], ids["<pad>"], ids["<bos>"])
+    ip = Gemma4ImageProcessorPil(patch_size=4, max_soft_tokens=70, pooling_kernel_size=3)
+    return model, tok, ip
+
+
+DEEPSEEK_SPECIALS = ["<pad>", "<bos>", "<eos>", "<image_placeholder>"]
+
+
+def tiny_deepseek_vl(seed: int = 0):
+    """A tiny DeepSeek-VL (hybrid): a SigLIP tower at 28 px / patch 14 and a SAM tower at 64 px beside it, a Llama
+    decoder."""
+    from transformers import DeepseekVLHybridConfig, DeepseekVLHybridForConditionalGeneration
+    from transformers.models.deepseek_vl_hybrid.image_processing_pil_deepseek_vl_hybrid import (
+        DeepseekVLHybridImageProcessorPil,
+    )
+
+    tok = char_tokenizer(DEEPSEEK_SPECIALS, eos="<eos>", pad="<pad>", bos="<bos>", adds_bos=True,
+                         template=tiny_formats.DEEPSEEK_VL, named={"image_token": "<image_placeholder>"})
+    ids = {t: tok.convert_tokens_to_ids(t) for t in DEEPSEEK_SPECIALS}
+    cfg = DeepseekVLHybridConfig(
+        text_config=dict(model_type="llama", vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=512, bos_token_id=ids["<bos>"], eos_token_id=ids["<eos>"],
+                         pad_token_id=ids["<pad>"]),
+        vision_config=dict(model_type="siglip_vision_model", hidden_size=32, intermediate_size=64,
+                           num_hidden_layers=2, num_attention_heads=2, image_size=28, patch_size=14),
+        high_res_vision_config=dict(model_type="sam_vision_model", hidden_size=32, output_channels=16,
+                                    num_hidden_layers=2, num_attention_heads=2, image_size=64, patch_size=16,
+                                    global_attn_indexes=[1], mlp_dim=64, window_size=2),
+        image_token_id=ids["<image_placeholder>"])
+    torch.manual_seed(seed)
+    model = DeepseekVLHybridForConditionalGeneration(cfg).eval()
+    set_special_ids(model, ids["<eos>"], ids["<pad>"], ids["<bos>"])
+    ip = DeepseekVLHybridImageProcessorPil(size={"height": 28, "width": 28}, high_res_size={"height": 64, "width": 64})
+    return model, tok, ip

@@ -50,7 +50,7 @@ def recover(
     """Per sample: does the flip reproduce, and at which layers does clean patching restore the answer."""
     if positions not in POSITIONS:
         raise ValueError(f"positions must be one of {POSITIONS}, got {positions!r}")
-    prompts = [s.question for s in samples]
+    prompts = [s.prompt for s in samples]
     clean, adv = pixels([s.image for s in samples]), pixels(list(adversarial))
 
     def correct(answers: list[str]) -> list[bool]:

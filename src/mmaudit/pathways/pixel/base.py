@@ -120,7 +120,7 @@ class PixelAttack:
             if not idx:
                 return
             xq = self.quantise(x_u8[idx], self._full_delta(delta[idx], size)) / 255
-            outs = vlm.generate(xq, [samples[i].question for i in idx], self.max_new_tokens)
+            outs = vlm.generate(xq, [samples[i].prompt for i in idx], self.max_new_tokens)
             for i, out in zip(idx, outs):
                 passes[i] += 1
                 answers[i] = out

@@ -13,7 +13,7 @@ class EndPGD(PixelAttack):
     name: ClassVar[str] = "end_pgd"
 
     def objective(self, vlm, x_adv, samples, ctx):
-        scores = vlm.score(x_adv, [s.question for s in samples], [s.answer for s in samples])
+        scores = vlm.score(x_adv, [s.prompt for s in samples], [s.answer for s in samples])
         # Greedy decoding reproduces the reference iff every teacher-forced argmax is the
         # reference token; any miss means the answer already deviates (a free proxy).
         misses = (scores.logits.argmax(-1) != scores.targets) & scores.mask

@@ -42,7 +42,7 @@ class MANTIS(PixelAttack):
                 "wrong_text": wrong_text}
 
     def objective(self, vlm, x_adv, samples, ctx):
-        scores = vlm.score(x_adv, [s.question for s in samples], [s.answer for s in samples])
+        scores = vlm.score(x_adv, [s.prompt for s in samples], [s.answer for s in samples])
         margin = divergence_margin(scores.logits, ctx["position"], ctx["wrong"], ctx["correct"])
         misses = (scores.logits.argmax(-1) != scores.targets) & scores.mask
         return margin, misses.any(-1).detach()

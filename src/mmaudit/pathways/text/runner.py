@@ -55,7 +55,7 @@ def run_text_chunk(vlm: VLM, chunk: Sequence[Sample], edits: Sequence[Edit | Inp
         return out
     samples = [chunk[i] for i in ok]
     eds: list[Edit] = [edits[i] for i in ok]  # type: ignore[misc]
-    questions = [s.question for s in samples]
+    questions = [s.prompt for s in samples]
     adv = pixels([e.image for e in eds])
     clean = pixels([s.image for s in samples])
     answers = vlm.generate(adv, questions, cfg.max_new_tokens)
