@@ -69,3 +69,22 @@ def test_cli_executor_ray_gives_the_local_summary(tmp_path, ray):
         assert res.exit_code == 0, res.output
     local, remote = (json.loads((tmp_path / n / "summary.json").read_text()) for n in ("local", "ray"))
     assert local["models"] == remote["models"] and local["levels"] == remote["levels"]
+
+
+def test_ray_actors_load_their_model_through_the_same_placement(tmp_path, ray):
+    """Each actor resolves the run's placement itself (on a GPU node, auto is the GPU Ray gave it); here a tiny
+    checkpoint in bfloat16 on CPU workers."""
+    pytest.importorskip("transformers")
+    from mmaudit.audit import AuditPlan, RayExecutor
+    from mmaudit.models.hf.tiny import save_tiny_qwen2_5_vl
+    from mmaudit.models.load import Placement, load_model
+
+    path = save_tiny_qwen2_5_vl(tmp_path / "tiny")
+    placement = Placement(dtype="bfloat16", checkpoint="mlp")
+    plan = AuditPlan.build(synthetic_set(1, seed=10_000, families=FAMILIES), AuditConfig(attacks=["end_pgd"]))
+    ex = RayExecutor([f"{path}@L2"], plan, placement=placement)
+    (meta,) = ex.metas()
+    ex.close()
+    local = load_model(f"{path}@L2", placement)
+    assert (meta["device"], meta["dtype"], meta["checkpoint"]) == ("cpu", "bfloat16", "mlp")
+    assert meta["fingerprint"] == local.fingerprint  # the same model, loaded the same way

@@ -35,8 +35,14 @@ class AuditConfig:
     recovery: int = 40  # first N End-PGD flips per model; 0 turns layer recovery off
     recovery_positions: str = "image"
     ocr_limit: int = 48  # samples for the OCR evidence check; 0 turns it off
+    reference: str = "label"  # "self": flips are judged against the model's own clean answer (a label-free audit)
+
+    def __post_init__(self) -> None:
+        if self.reference not in REFERENCES:
+            raise ValueError(f"reference must be one of {REFERENCES}, got {self.reference!r}")
 
 
+REFERENCES = ("label", "self")
 MAX_NEW_TOKENS = 16  # the clean pass and every attack's check decode the same length
 
 # "full": every attack on all of C (per-attack ASR exact). "union" (AutoAttack-style): End-PGD

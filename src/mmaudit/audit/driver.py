@@ -69,6 +69,7 @@ def drive(executor: Executor, plan: AuditPlan, out: Path, errors: list[InputErro
     try:
         for k, meta in enumerate(executor.metas()):
             fp, name = meta["fingerprint"], meta["model"]
+            store.put({"kind": "model", "key": key_of(kind="model", model=fp, settings=meta)} | meta)
             run(k, plan.clean_units(fp), f"{name} clean")
             for attack in plan.attacks:
                 run(k, plan.attack_units(fp, attack, store), f"{name} {attack}", lambda u: (plan.params[u.attack],))

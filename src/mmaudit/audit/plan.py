@@ -15,9 +15,10 @@ earlier attacks); the plan reads it, never writes it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mmaudit.audit.config import UNION_ORDER, AuditConfig, attack_order, attack_params
+from mmaudit.data.loaders import answer_type_of
 from mmaudit.data.sample import Sample, sample_fingerprint
 from mmaudit.judge.match import Judge
 from mmaudit.pathways.wrong import USES_WRONG, OcrReader, assign_wrong_answers
@@ -26,25 +27,43 @@ from mmaudit.store import RunStore, key_of
 
 @dataclass(frozen=True)
 class Unit:
-    """One unit of work: a worker ``method`` over the samples ``ids``; done when every key is in the store."""
+    """One unit of work: a worker ``method`` over the samples ``ids``; done when every key is in the store.
+    ``references`` (``--reference self``): per sample, the model's own clean answer and the wrong answer drawn
+    for it, which stand in for the dataset's."""
 
     method: str  # "clean", "attack" or "recovery"
     ids: tuple[str, ...]
     keys: tuple[str, ...]
     attack: str | None = None
+    references: tuple[tuple[str, ...], ...] | None = None
+
+
+SELF_FIELDS = ("answer", "answer_type", "wrong_answer", "wrong_kind", "wrong_source")
+
+
+def self_referenced(s: Sample, ref: tuple[str, ...]) -> Sample:
+    """``s`` with a model's own clean answer as its reference and the wrong answer drawn for it."""
+    answer, answer_type, wrong, kind, source = ref
+    meta = {k: v for k, v in s.meta.items() if k != "answers"} | {"wrong_answer": wrong, "wrong_kind": kind,
+                                                                   "wrong_source": source, "label": s.answer}
+    return replace(s, answer=answer, answer_type=answer_type, meta=meta)
+
+def image_area(item) -> int:
+    image = getattr(item, "image", None)
+    return int(image.shape[0] * image.shape[1]) if image is not None else 0
 
 
 def chunks_of(items: list, size: int) -> list[list]:
-    """Fixed chunks: a resumed run (or another executor) forms exactly the same batches. Samples of one image
-    shape go together (a batch is one pixel tensor), in the order each shape first appears."""
-    groups: dict = {}
-    for it in items:
-        groups.setdefault(getattr(getattr(it, "image", None), "shape", None), []).append(it)
-    return [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)]
+    """Fixed chunks: a resumed run (or another executor) forms exactly the same batches. Images of any sizes
+    share a batch (every image keeps its own perturbation); items are ordered by image area, which sets a
+    model's image-token count, so a batch's padding stays small (a stable sort: equal areas keep their order)."""
+    ordered = sorted(items, key=image_area)
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
-def clean_keys(fingerprint: str, samples: Iterable[Sample]) -> list[str]:
-    return [key_of(kind="clean", model=fingerprint, sample=sample_fingerprint(s)) for s in samples]
+def clean_keys(fingerprint: str, samples: Iterable[Sample], reference: str = "label") -> list[str]:
+    mode = {"reference": reference} if reference != "label" else {}
+    return [key_of(kind="clean", model=fingerprint, sample=sample_fingerprint(s), **mode) for s in samples]
 
 
 def attack_keys(fingerprint: str, chunk: Iterable[Sample], params: dict) -> list[str]:
@@ -81,11 +100,15 @@ class AuditPlan:
     attacks: list[str] = field(init=False)
     params: dict[str, dict] = field(init=False)
 
+    ocr: OcrReader | None = None
+    judge: Judge | None = None
+
     def __post_init__(self) -> None:
         self.samples = sorted(self.samples, key=lambda s: s.id)
         self.by_id = {s.id: s for s in self.samples}
         self.attacks = attack_order(self.cfg)
         self.params = {a: attack_params(a, self.cfg) for a in self.attacks}
+        self._references: dict[str, dict[str, tuple[str, ...]]] = {}
 
     @classmethod
     def build(cls, samples: list[Sample], cfg: AuditConfig, pool: Iterable[Sample] | None = None,
@@ -94,28 +117,57 @@ class AuditPlan:
         without layout metadata, also from the image's ``ocr`` text), then plan. A sample that already
         carries one keeps it."""
         assign_wrong_answers(samples, judge, ocr=ocr, vocabulary_from=pool)
-        return cls(list(samples), cfg)
+        return cls(list(samples), cfg, ocr=ocr, judge=judge)
+
+    def references(self, fingerprint: str, store: RunStore) -> dict[str, tuple[str, ...]]:
+        """``--reference self``: per answered sample, the model's clean answer as the reference and a wrong answer
+        drawn for it (from the vocabulary of the model's own answers), fixed once per model, here."""
+        if fingerprint not in self._references:
+            answers = {s.id: store.get(k)["answer"].strip()
+                       for s, k in zip(self.samples, clean_keys(fingerprint, self.samples, "self"))}
+            own = [replace(s, answer=answers[s.id], answer_type=answer_type_of(answers[s.id]),
+                           meta={k: v for k, v in s.meta.items() if not k.startswith("wrong_") and k != "answers"})
+                   for s in self.samples if answers[s.id]]
+            assign_wrong_answers(own, self.judge, ocr=self.ocr)
+            self._references[fingerprint] = {
+                s.id: (s.answer, s.answer_type, *(s.meta.get(f) for f in SELF_FIELDS[2:])) for s in own
+                if s.meta.get("wrong_answer") is not None}
+        return self._references[fingerprint]
+
+    def model_samples(self, fingerprint: str, store: RunStore) -> list[Sample]:
+        """The samples as this model's attacks see them: the plan's, or under ``--reference self`` each with the
+        model's own answer as its reference."""
+        if self.cfg.reference == "label":
+            return self.samples
+        refs = self.references(fingerprint, store)
+        return [self_referenced(s, refs[s.id]) for s in self.samples if s.id in refs]
 
     @property
     def recovery(self) -> bool:
         return "end_pgd" in self.cfg.attacks and self.cfg.recovery > 0
 
-    def _units(self, method: str, chunks: list[list[Sample]], keys, attack: str | None = None) -> list[Unit]:
-        return [Unit(method, tuple(s.id for s in c), tuple(keys(c)), attack) for c in chunks]
+    def _units(self, method: str, chunks: list[list[Sample]], keys, attack: str | None = None,
+               fingerprint: str | None = None, store: RunStore | None = None) -> list[Unit]:
+        refs = self.references(fingerprint, store) if self.cfg.reference == "self" and store is not None else None
+        return [Unit(method, tuple(s.id for s in c), tuple(keys(c)), attack,
+                     tuple(refs[s.id] for s in c) if refs is not None else None) for c in chunks]
 
     def clean_units(self, fingerprint: str) -> list[Unit]:
-        return self._units("clean", chunks_of(self.samples, self.cfg.batch), lambda c: clean_keys(fingerprint, c))
+        return self._units("clean", chunks_of(self.samples, self.cfg.batch),
+                           lambda c: clean_keys(fingerprint, c, self.cfg.reference))
 
     def attack_units(self, fingerprint: str, attack: str, store: RunStore) -> list[Unit]:
         """The attack over C: all of it, or under the union schedule what earlier attacks left."""
-        todo = correct_set(store, fingerprint, self.samples)
+        # C: the clean-correct set, or under --reference self every sample the model answered
+        todo = (correct_set(store, fingerprint, self.samples) if self.cfg.reference == "label"
+                else self.model_samples(fingerprint, store))
         if self.cfg.schedule == "union" and attack in UNION_ORDER:
             earlier = UNION_ORDER[: UNION_ORDER.index(attack)]
             done = flipped_by(store, fingerprint, {a: self.params[a] for a in earlier if a in self.params})
             todo = [s for s in todo if s.id not in done]
         params = self.params[attack]
         return self._units("attack", chunks_of(todo, self.cfg.batch), lambda c: attack_keys(fingerprint, c, params),
-                           attack)
+                           attack, fingerprint, store)
 
     def recovery_flips(self, fingerprint: str, store: RunStore) -> list[dict]:
         """The first ``cfg.recovery`` End-PGD flips of a model, by sample id."""
@@ -128,6 +180,7 @@ class AuditPlan:
         """Layer recovery over the first flips, each unit with the adversarial images (run-folder paths) it
         patches."""
         flips = chunks_of(self.recovery_flips(fingerprint, store), self.cfg.batch)
-        return [(Unit("recovery", tuple(r["sample"] for r in c),
-                      tuple(recovery_keys(fingerprint, [self.by_id[r["sample"]] for r in c], self.cfg))),
-                 [r["image"] for r in c]) for c in flips]
+        by_id = {s.id: s for s in self.model_samples(fingerprint, store)}
+        units = self._units("recovery", [[by_id[r["sample"]] for r in c] for c in flips],
+                            lambda c: recovery_keys(fingerprint, c, self.cfg), None, fingerprint, store)
+        return [(u, [r["image"] for r in c]) for u, c in zip(units, flips)]

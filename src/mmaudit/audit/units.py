@@ -37,6 +37,12 @@ class UnitResult:
     records: list[dict]
     files: dict[str, bytes] = field(default_factory=dict)
 
+    @staticmethod
+    def merge(parts: list[UnitResult]) -> UnitResult:
+        """The parts of a unit that was cut in two, as the unit's one result (a record once per key)."""
+        records = {r["key"]: r for p in parts for r in p.records}
+        return UnitResult(list(records.values()), {k: v for p in parts for k, v in p.files.items()})
+
 
 def png_bytes(image: np.ndarray, where: str) -> bytes:
     """Encode losslessly and check the round trip: what is saved is exactly what was judged."""
@@ -62,16 +68,31 @@ def model_fields(vlm: VLM) -> dict:
     return {"model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint}
 
 
-def clean_unit(vlm: VLM, chunk: list[Sample], keys: list[str], judge: Judge) -> UnitResult:
-    """Answer a chunk on its clean images (and keep each image for the report)."""
+def model_settings(vlm: VLM) -> dict:
+    """Where and how a model ran: device, precision, the GPU's name (and an adapter's own settings)."""
+    import torch
+
+    device = torch.device(vlm.device)
+    dtype = getattr(vlm, "dtype", torch.float32)
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    extra = vlm.settings() if hasattr(vlm, "settings") else {}
+    return {"device": str(device), "dtype": str(dtype).removeprefix("torch."), "gpu": gpu} | extra
+
+
+def clean_unit(vlm: VLM, chunk: list[Sample], keys: list[str], judge: Judge, reference: str = "label") -> UnitResult:
+    """Answer a chunk on its clean images (and keep each image for the report). ``reference="self"``: the model's
+    own answer is what attacks are judged against, so C is every sample it answered (the label's verdict is kept
+    as ``label_correct``)."""
     answers = vlm.generate(pixels([s.image for s in chunk]), [s.prompt for s in chunk], MAX_NEW_TOKENS)
     files = {f"clean/{sample_fingerprint(s)}.png": png_bytes(s.image, f"sample {s.id!r}") for s in chunk}
-    records = [
-        {"kind": "clean", "key": k, **model_fields(vlm), "sample": s.id, "family": s.family,
-         "answer_type": s.answer_type, "reference": s.answer, "question": s.question, **prompt_field(s), "answer": a,
-         "correct": bool(judge.correct(a, s)), "image": f"clean/{sample_fingerprint(s)}.png"}
-        for s, a, k in zip(chunk, answers, keys)
-    ]
+    records = []
+    for s, a, k in zip(chunk, answers, keys):
+        right = bool(judge.correct(a, s))
+        mode = {"reference_mode": "self", "label_correct": right} if reference == "self" else {}
+        records.append({"kind": "clean", "key": k, **model_fields(vlm), "sample": s.id, "family": s.family,
+                        "answer_type": s.answer_type, "reference": s.answer, "question": s.question,
+                        **prompt_field(s), "answer": a, "correct": bool(a.strip()) if mode else right,
+                        "image": f"clean/{sample_fingerprint(s)}.png"} | mode)
     return UnitResult(records, files)
 
 
@@ -109,7 +130,7 @@ class EditCache:
 
     def get(self, attack, s: Sample) -> tuple[Edit | InputError, str | None, bytes | None]:
         """(the edit or why it failed, its run-folder path, its PNG bytes)."""
-        k = (attack.name, s.id)
+        k = (attack.name, s.id, s.meta.get("wrong_answer"))  # under --reference self each model has its own
         if k not in self._edits:
             try:
                 edit: Edit | InputError = attack(s)

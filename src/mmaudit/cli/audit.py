@@ -14,10 +14,29 @@ audit_app = typer.Typer(help="FusionAudit: white-box audit of VLMs along the pix
 ALL = "vis_pgd,end_pgd,mantis,typo_evid,nat_evid"
 
 
-def load_models(specs: list[str]):
+def load_models(specs: list[str], placement=None):
     from mmaudit.models.load import expand, load_model
 
-    return [load_model(s) for s in expand(specs)]
+    return [load_model(s, placement) for s in expand(specs)]
+
+
+# Where a model runs: the same options for `audit` and `audit sweep` (and through them, every Ray actor).
+DEVICE = typer.Option("auto", help="auto (the GPU when there is one, else the CPU), cpu, cuda or cuda:N.")
+DTYPE = typer.Option("auto", help="auto (bfloat16 on a GPU, float32 on CPU), float32, bfloat16 or float16. The "
+                     "attack's perturbation stays float32 in pixel space; records of different precisions never mix.")
+DEVICE_MAP = typer.Option(None, help="A transformers device map for a model larger than one card, e.g. auto.")
+MAX_PIXELS = typer.Option(None, help="Qwen family: the processor's pixel budget per image (sets its token count, "
+                          "hence memory); default the checkpoint's.")
+CHECKPOINT = typer.Option("auto", help="Activation checkpointing in attacks: auto (mlp on a GPU, none on CPU), "
+                          "none, mlp (recompute the MLP blocks) or layers (recompute every layer).")
+BATCH = typer.Option("auto", help="Samples per batch: a number, or auto (64 to start with on a GPU, halved when "
+                     "memory runs out and the size that fits remembered; 32 on CPU).")
+
+
+def placement_of(device: str, dtype: str, device_map: str | None, max_pixels: int | None, checkpoint: str):
+    from mmaudit.models.load import Placement
+
+    return Placement(device=device, dtype=dtype, device_map=device_map, max_pixels=max_pixels, checkpoint=checkpoint)
 
 
 WRONG_OCR = ("auto", "on", "off")
@@ -63,12 +82,13 @@ def make_editor(spec: str):
 
 def run_audit_command(
     model: list[str] | None = None, data: str = "synthetic", attacks: str = ALL, eps: str = "8/255", steps: int = 40,
-    alpha: float | None = None, seed: int = 0, limit: int | None = None, batch: int = 32,
+    alpha: float | None = None, seed: int = 0, limit: int | None = None, batch: str | int = "auto",
     paper_protocol: bool = False, downscale: int | None = None, n_boot: int = 10_000, out: Path = Path("runs/audit"),
     typo_position: str = "bottom", max_chars: int = 16, editor: str = "layout", oar_layers: str | None = None,
     recovery: int = 40, recovery_positions: str = "image", ocr_limit: int = 48, schedule: str = "full",
     select: int | None = None, executor: str = "local", ray_workers: int = 1, ray_address: str | None = None,
-    wrong_ocr: str = "auto", prompt_suffix: str | None = None,
+    wrong_ocr: str = "auto", prompt_suffix: str | None = None, device: str = "auto", dtype: str = "auto",
+    device_map: str | None = None, max_pixels: int | None = None, checkpoint: str = "auto", reference: str = "label",
 ) -> dict:
     """The whole audit: run (resumable), summarise from the store, print every table, write the reports."""
     params = command_params(dict(locals()))
@@ -82,19 +102,21 @@ def run_audit_command(
     from mmaudit.report.build import rebuild
     from mmaudit.store import RunStore
 
+    placement = placement_of(device, dtype, device_map, max_pixels, checkpoint)
     text = TextRunConfig(oar_layers=tuple(parse_list(oar_layers, int)) if oar_layers else None)
     cfg = AuditConfig(attacks=parse_list(attacks), eps=parse_eps(eps), steps=steps, alpha=alpha, seed=seed,
-                      batch=batch, early_stop=not paper_protocol, downscale=downscale, typo_position=typo_position,
-                      max_chars=max_chars, editor=make_editor(editor), text=text, recovery=recovery,
-                      recovery_positions=recovery_positions, ocr_limit=ocr_limit, schedule=schedule)
+                      batch=placement.batch(batch), early_stop=not paper_protocol, downscale=downscale,
+                      typo_position=typo_position, max_chars=max_chars, editor=make_editor(editor), text=text,
+                      recovery=recovery, recovery_positions=recovery_positions, ocr_limit=ocr_limit,
+                      schedule=schedule, reference=reference)
     plan, loaded = plan_audit(data, cfg, limit, select, seed, wrong_ocr, prompt_suffix)
     run = Invocation(RunStore(out / "results.jsonl"), "audit", params | {
         "attack_params": plan.params, "samples": len(plan.samples), "prompts": prompts_in_force(plan.samples),
-        "reading_prompt": cfg.text.reading_prompt})
+        "reading_prompt": cfg.text.reading_prompt, "placement": placement.describe(), "batch_planned": cfg.batch})
     with progress_bar() as bar:
         specs = expand(model or ["zoo"])
-        ex = (RayExecutor(specs, plan, workers=ray_workers, address=ray_address) if executor == "ray"
-              else LocalExecutor(load_models(specs), plan))
+        ex = (RayExecutor(specs, plan, workers=ray_workers, address=ray_address, placement=placement)
+              if executor == "ray" else LocalExecutor(load_models(specs, placement), plan))
         drive(ex, plan, out, loaded.errors, progress_callback(bar))
     run.finish()
     summary, paths = rebuild(out)
@@ -116,7 +138,9 @@ def run_audit_command(
 @audit_app.callback(invoke_without_command=True)
 def audit(
     ctx: typer.Context,
-    model: list[str] = typer.Option(["zoo"], help="'zoo', 'zoo:L2', or a local HF checkpoint (append @L1/@L2/@L3)."),
+    model: list[str] = typer.Option(["zoo"], help="'zoo', 'zoo:L2', one of the paper's models by short name "
+                                    "('Qwen2.5-VL-3B'), a hub id ('Qwen/Qwen2.5-VL-3B-Instruct') or a local "
+                                    "checkpoint folder; append @L1/@L2/@L3 to set its fusion level."),
     data: str = typer.Option("synthetic", help="'synthetic[:N]', a JSONL of samples, or 'chartqa:FILE.json,"
                              "docvqa:FILE.json,mme:DIR'."),
     select: int = typer.Option(None, help="A balanced seeded draw of N questions over the data sources (paper: "
@@ -127,7 +151,7 @@ def audit(
     alpha: float = typer.Option(None, help="Step size (default eps/8)."),
     seed: int = typer.Option(0, help="Random-start and bootstrap seed."),
     limit: int = typer.Option(None, help="Audit only the first N samples."),
-    batch: int = typer.Option(32, help="Samples per attack batch."),
+    batch: str = BATCH,
     paper_protocol: bool = typer.Option(False, "--paper-protocol", help="No early stopping: the full fixed budget."),
     downscale: int = typer.Option(None, help="Memory fallback: optimise noise at this side length, then upsample."),
     n_boot: int = typer.Option(10_000, help="Bootstrap replicates."),
@@ -152,13 +176,19 @@ def audit(
                                       "(default: each dataset's own: ChartQA and DocVQA 'Answer the question using "
                                       "a single word or phrase.', MME none, a JSONL row's 'instruction'); '' asks "
                                       "the bare question. Part of every record's key."),
+    device: str = DEVICE,
+    dtype: str = DTYPE,
+    device_map: str = DEVICE_MAP,
+    max_pixels: int = MAX_PIXELS,
+    checkpoint: str = CHECKPOINT,
+    reference: str = typer.Option("label", help="label: flips are judged against the dataset's answer; self: "
+                                  "against the model's own clean answer (a label-free audit of your own images; "
+                                  "C is every question the model answered)."),
 ) -> None:
     """FusionAudit: clean pass, both pathways on the clean-correct set, R0/R+/delta, RUG, OAR, layer recovery."""
     if ctx.invoked_subcommand is not None:
         return
-    run_audit_command(model, data, attacks, eps, steps, alpha, seed, limit, batch, paper_protocol, downscale, n_boot,
-                      out, typo_position, max_chars, editor, oar_layers, recovery, recovery_positions, ocr_limit,
-                      schedule, select, executor, ray_workers, ray_address, wrong_ocr, prompt_suffix)
+    run_audit_command(**{k: v for k, v in locals().items() if k != "ctx"})
 
 
 @audit_app.command("sweep")
@@ -168,10 +198,15 @@ def sweep(
     seeds: str = typer.Option("0,1,2", help="Random-start seeds."),
     steps: str = typer.Option("10,20,30,40,50", help="Step budgets."),
     eps: str = typer.Option("2/255,4/255,8/255", help="Radii."),
-    batch: int = typer.Option(32),
+    batch: str = BATCH,
     paper_protocol: bool = typer.Option(False, "--paper-protocol", help="No early stopping."),
     out: Path = typer.Option(Path("runs/sweep"), help="Run folder (resumable store)."),
     prompt_suffix: str = typer.Option(None, help="As for `mmaudit audit`."),
+    device: str = DEVICE,
+    dtype: str = DTYPE,
+    device_map: str = DEVICE_MAP,
+    max_pixels: int = MAX_PIXELS,
+    checkpoint: str = CHECKPOINT,
 ) -> None:
     """MANTIS stability: seeds x steps x eps, median std across seeds, 40->50 step gain, level order per eps."""
     params = command_params(dict(locals()))
@@ -180,15 +215,17 @@ def sweep(
     from mmaudit.report.sweep_page import rebuild_sweep, sweep_lines, sweep_tables
     from mmaudit.store import RunStore
 
+    placement = placement_of(device, dtype, device_map, max_pixels, checkpoint)
     cfg = SweepConfig(seeds=parse_list(seeds, int), steps=parse_list(steps, int),
-                      eps=[parse_eps(e) for e in parse_list(eps)], batch=batch, early_stop=not paper_protocol)
+                      eps=[parse_eps(e) for e in parse_list(eps)], batch=placement.batch(batch),
+                      early_stop=not paper_protocol)
     loaded = load_data(data, prompt_suffix=prompt_suffix)
     run = Invocation(RunStore(out / "results.jsonl"), "audit sweep",
                      params | {"seeds": cfg.seeds, "steps": cfg.steps, "eps": cfg.eps,
-                               "prompts": prompts_in_force(loaded.samples)})
+                               "prompts": prompts_in_force(loaded.samples), "placement": placement.describe()})
     with progress_bar() as bar:
-        run_sweep(load_models(model), loaded.samples, out, cfg, progress=progress_callback(bar), pool=loaded.pool,
-                  ocr=wrong_ocr_reader("auto"))
+        run_sweep(load_models(model, placement), loaded.samples, out, cfg, progress=progress_callback(bar),
+                  pool=loaded.pool, ocr=wrong_ocr_reader("auto"))
     run.finish()
     s, paths = rebuild_sweep(out)
     head, rows = sweep_tables(s)

@@ -39,7 +39,8 @@ TASK_INSTRUCTIONS = {"chartqa": "Answer the question using a single word or phra
 IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 
 
-def _answer_type(answer: str) -> str:
+def answer_type_of(answer: str) -> str:
+    """A bare answer's type: number, yes/no or free text."""
     a = answer.strip().rstrip("%").replace(",", "")
     try:
         float(a)
@@ -54,7 +55,7 @@ def _sample(sid: str, image_path: Path, question, answer, family: str, meta: dic
     if answer is None or not str(answer).strip():
         raise InputError(sid, "answer", "missing or empty")
     image = read_image(image_path, sid)
-    return Sample(sid, image, question, str(answer), _answer_type(str(answer)), family, meta=meta or {},
+    return Sample(sid, image, question, str(answer), answer_type_of(str(answer)), family, meta=meta or {},
                   instruction=TASK_INSTRUCTIONS.get(family, "")).validate()
 
 
@@ -174,6 +175,6 @@ def from_hub(name: str, split: str = "test", limit: int | None = None) -> Iterat
         sid = f"{name}:hub:{i}"
         try:
             image = np.asarray(row["image"].convert("RGB"))
-            yield Sample(sid, image, row[q_key], str(answer), _answer_type(str(answer)), name).validate()
+            yield Sample(sid, image, row[q_key], str(answer), answer_type_of(str(answer)), name).validate()
         except InputError as e:
             yield e

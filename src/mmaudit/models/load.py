@@ -18,6 +18,7 @@ from mmaudit.errors import MMAuditError
 LEVELS = ("L1", "L2", "L3")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+CHECKPOINTS = ("auto", "none", "mlp", "layers")
 
 
 class PlacementError(MMAuditError, ValueError):
@@ -32,12 +33,33 @@ class Placement:
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     device_map: str | None = None  # e.g. "auto": shard a model larger than one card over the visible GPUs
     max_pixels: int | None = None  # Qwen family: the processor's pixel budget per image (its token count)
+    checkpoint: str = "auto"  # activation checkpointing in attacks: auto (mlp on a GPU, none on CPU), none, mlp, layers
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES and not self.device.startswith("cuda:"):
             raise PlacementError(f"--device {self.device!r}: use one of {', '.join(DEVICES)} or cuda:N")
         if self.dtype not in DTYPES:
             raise PlacementError(f"--dtype {self.dtype!r}: use one of {', '.join(DTYPES)}")
+        if self.checkpoint not in CHECKPOINTS:
+            raise PlacementError(f"--checkpoint {self.checkpoint!r}: use one of {', '.join(CHECKPOINTS)}")
+
+    def resolved_checkpoint(self, device: str | None = None) -> str:
+        if self.checkpoint != "auto":
+            return self.checkpoint
+        return "mlp" if (device or self.resolved_device()).startswith("cuda") else "none"
+
+    def batch(self, asked: str | int) -> int:
+        """``--batch``: a number, or auto: 64 to start with on a GPU (halved on running out of memory, the size
+        that fits remembered), 32 on CPU."""
+        if str(asked) == "auto":
+            return 64 if self.resolved_device().startswith("cuda") else 32
+        try:
+            value = int(asked)
+        except ValueError:
+            raise PlacementError(f"--batch {asked!r}: a positive number or auto") from None
+        if value < 1:
+            raise PlacementError(f"--batch {asked!r}: a positive number or auto")
+        return value
 
     def resolved_device(self) -> str:
         cuda = torch.cuda.is_available()
@@ -64,7 +86,8 @@ class Placement:
         if device.startswith("cuda"):
             index = int(device.partition(":")[2] or 0)
             gpu = torch.cuda.get_device_name(index)
-        return asdict(self) | {"resolved_device": device, "resolved_dtype": self.resolved_dtype(device), "gpu": gpu}
+        return asdict(self) | {"resolved_device": device, "resolved_dtype": self.resolved_dtype(device), "gpu": gpu,
+                               "resolved_checkpoint": self.resolved_checkpoint(device)}
 
 
 def expand(specs: list[str]) -> list[str]:
@@ -89,5 +112,7 @@ def load_model(spec: str, placement: Placement | None = None):
 
     path, _, level = spec.rpartition("@") if "@" in spec else (spec, "", "")
     device_map = placement.device_map or (None if device == "cpu" else device)
-    return load_hf(path, level=level or None, dtype=placement.resolved_dtype(device), device_map=device_map,
-                   max_pixels=placement.max_pixels)
+    vlm = load_hf(path, level=level or None, dtype=placement.resolved_dtype(device), device_map=device_map,
+                  max_pixels=placement.max_pixels)
+    vlm.checkpoint = placement.resolved_checkpoint(device)
+    return vlm

@@ -191,9 +191,12 @@ def to_image_tensor(image, sample_id: str | int | None = None) -> torch.Tensor:
     raise InputError(sample_id, "image", f"not an image: {type(image).__name__}")
 
 
-def pixels(images: Sequence[np.ndarray]) -> torch.Tensor:
-    """Same-size uint8 (H, W, 3) arrays as one float (B, 3, H, W) batch in [0, 1]."""
-    return torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 255
+def pixels(images: Sequence[np.ndarray]) -> torch.Tensor | list[torch.Tensor]:
+    """uint8 (H, W, 3) arrays as float pixels in [0, 1]: one (B, 3, H, W) batch when they share a size, else a
+    list of (3, H, W) tensors (every adapter takes either)."""
+    if len({im.shape for im in images}) <= 1:
+        return torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 255
+    return [to_image_tensor(im) for im in images]
 
 
 def check_batch(images, prompts: list[str], ids: Sequence[str | int] | None = None) -> list[torch.Tensor]:

@@ -13,10 +13,12 @@ without a template.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from torch import nn
@@ -24,6 +26,7 @@ from torch import nn
 from mmaudit.models.vlm import AnswerScores, PatchGrid, capture_hidden, check_batch, replace_hidden
 
 FEATURE_STAGES = ("encoder", "connector")
+CHECKPOINTING = ("none", "mlp", "layers")  # what an attack's backward recomputes instead of storing
 
 
 @dataclass
@@ -61,6 +64,7 @@ class HFAdapter:
 
     level = "L2"
     image_placeholder = "<image>"  # what the chat template (or the fallback prompt) writes for the image
+    checkpoint = "none"  # activation checkpointing under gradients: none, mlp (the MLP blocks), layers (all)
 
     def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
                  chat_template: str | None = None) -> None:
@@ -180,6 +184,46 @@ class HFAdapter:
             self._fingerprint = h.hexdigest()[:16]
         return self._fingerprint
 
+    def settings(self) -> dict:
+        """What else decides this model's numbers and memory (kept in the run's model record)."""
+        return {"checkpoint": self.checkpoint, "attention": self.model.config._attn_implementation}
+
+    def checkpointed_modules(self) -> list[nn.Module]:
+        """The blocks activation checkpointing wraps: each decoder and vision-tower layer, or only their MLPs."""
+        layers = list(self.decoder_layers)
+        for module in self.vision_module.modules():
+            if isinstance(module, nn.ModuleList) and len(module) > 1:
+                layers += list(module)
+        if self.checkpoint == "mlp":
+            return [m.mlp for m in layers if isinstance(getattr(m, "mlp", None), nn.Module)]
+        return layers
+
+    @contextmanager
+    def checkpointing(self) -> Iterator[None]:
+        """Under gradients, recompute the chosen blocks in the backward pass instead of keeping their activations
+        (non-reentrant: the reentrant variant drops the input gradient the attack needs)."""
+        if self.checkpoint == "none" or not torch.is_grad_enabled():
+            yield
+            return
+        if self.checkpoint not in CHECKPOINTING:
+            raise ValueError(f"checkpoint must be one of {CHECKPOINTING}, got {self.checkpoint!r}")
+        from torch.utils.checkpoint import checkpoint
+
+        wrapped = []
+        for module in self.checkpointed_modules():
+            forward = module.forward
+            module.forward = (lambda f: lambda *a, **k: checkpoint(f, *a, use_reentrant=False, **k))(forward)
+            wrapped.append((module, forward))
+        try:
+            yield
+        finally:
+            for module, forward in wrapped:
+                module.forward = forward
+
+    @cached_property
+    def takes_logits_to_keep(self) -> bool:
+        return "logits_to_keep" in inspect.signature(self.model.forward).parameters
+
     def answer_tokens(self, answer: str) -> list[int]:
         return list(self.tokenizer(answer, add_special_tokens=False).input_ids) + [self.eos_id]
 
@@ -226,16 +270,19 @@ class HFAdapter:
 
     def score(self, images, prompts: list[str], answers: list[str]) -> AnswerScores:
         enc = self.encode(images, prompts, answers)
-        logits = self.model(**self._inputs(enc), use_cache=False).logits
         targets = [self.answer_tokens(a) for a in answers]
         t_max = max(len(t) for t in targets)
-        length = enc.input_ids.shape[1]
+        # Logits only where answers are predicted (the last t_max positions): the vocabulary-wide head is never
+        # evaluated over the whole prompt.
+        keep = {"logits_to_keep": t_max} if self.takes_logits_to_keep else {}
+        with self.checkpointing():
+            logits = self.model(**self._inputs(enc), use_cache=False, **keep).logits[:, -t_max:]
         out = logits.new_zeros((len(answers), t_max, logits.shape[-1]))
         tgt = torch.zeros((len(answers), t_max), dtype=torch.long, device=logits.device)
         mask = torch.zeros((len(answers), t_max), dtype=torch.bool, device=logits.device)
         for b, t in enumerate(targets):  # answers end at the last position; logits lag by one
             n = len(t)
-            out[b, :n] = logits[b, length - n : length]
+            out[b, :n] = logits[b, t_max - n :]
             tgt[b, :n] = torch.tensor(t, device=logits.device)
             mask[b, :n] = True
         return AnswerScores(out, tgt, mask)

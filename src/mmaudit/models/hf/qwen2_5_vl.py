@@ -14,6 +14,7 @@ import torch
 from mmaudit.errors import InputError
 from mmaudit.models.hf.base import HFAdapter, setting
 from mmaudit.models.hf.resample import pil_resize
+from mmaudit.models.hf.windows import batch_windows
 from mmaudit.models.vlm import PatchGrid
 
 DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -55,10 +56,14 @@ class Qwen2_5_VLAdapter(HFAdapter):
         self.min_pixels = int(setting(size, "shortest_edge") or setting(size, "min_pixels") or 56 * 56)
         self.max_pixels = int(max_pixels or setting(size, "longest_edge") or setting(size, "max_pixels")
                               or 28 * 28 * 1280)
+        self.batched_windows = batch_windows(model)  # Qwen2.5-VL's windowed attention: a few calls, not thousands
 
     @property
     def vision_module(self):
         return self.model.model.visual
+
+    def settings(self) -> dict:
+        return super().settings() | {"max_pixels": self.max_pixels}
 
     def preprocess(self, images: list[torch.Tensor]) -> tuple[dict, list[PatchGrid]]:
         patches, grids, pgrids = [], [], []

@@ -24,16 +24,18 @@ CHARS = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789?:.,
 
 def char_tokenizer(specials: list[str] | None = None, eos: str = "<|im_end|>", pad: str = "<|endoftext|>",
                    bos: str | None = None, adds_bos: bool = False, template: str | None = None,
-                   named: dict[str, str] | None = None):
+                   named: dict[str, str] | None = None, size: int | None = None):
     """A character-level fast tokenizer carrying the family's special tokens (Qwen's by default): ``bos`` its
     start token, prepended to every encoding when ``adds_bos`` (as Llama's and Gemma's tokenizers do);
     ``template`` its chat template; ``named`` special tokens the family's processor looks up by attribute
-    (``image_token``, ``boi_token``, ...)."""
+    (``image_token``, ``boi_token``, ...); ``size``: filled up with word tokens to a real vocabulary's size, so
+    every id a full-size random model emits decodes to text."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
     specials = specials or SPECIALS
-    vocab = {t: i for i, t in enumerate(specials + CHARS)}
+    words = specials + CHARS
+    vocab = {t: i for i, t in enumerate(words + [f" w{i}" for i in range(max(0, (size or 0) - len(words)))])}
     tk = Tokenizer(models.WordLevel(vocab, unk_token=pad))
     tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
     tk.decoder = decoders.Fuse()

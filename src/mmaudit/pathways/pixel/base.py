@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from mmaudit.data.sample import Sample
 from mmaudit.judge.match import Judge
-from mmaudit.models.vlm import VLM, pixels
+from mmaudit.models.vlm import VLM, to_image_tensor
 
 
 @dataclass
@@ -67,22 +67,24 @@ class PixelAttack:
         return self.alpha if self.alpha is not None else self.eps / 8
 
     # -------------------------------------------------------------- subclass API
-    def prepare(self, vlm: VLM, x: torch.Tensor, samples: list[Sample]) -> dict:
+    def prepare(self, vlm: VLM, x: list[torch.Tensor], samples: list[Sample]) -> dict:
+        """What is fixed before optimising; tensors are indexed and lists picked per active sample."""
         return {}
 
-    def objective(self, vlm: VLM, x_adv: torch.Tensor, samples: list[Sample], ctx: dict):
-        """(loss to maximise per sample, optional bool 'answer already deviates' proxy per sample)."""
+    def objective(self, vlm: VLM, x_adv: list[torch.Tensor], samples: list[Sample], ctx: dict):
+        """(loss to maximise per sample, optional bool 'answer already deviates' proxy per sample); the images
+        are a list, one (3, H, W) tensor per sample, of any sizes."""
         raise NotImplementedError
 
     # -------------------------------------------------------------- machinery
-    def _start(self, samples: list[Sample], shape: tuple[int, ...]) -> torch.Tensor:
+    def _start(self, samples: list[Sample], shapes: list[tuple[int, ...]]) -> list[torch.Tensor]:
         if not self.random_start or self.eps == 0:
-            return torch.zeros(shape)
+            return [torch.zeros(shape) for shape in shapes]
         noise = []
-        for s in samples:  # per-sample seed: a result never depends on its batch-mates
+        for s, shape in zip(samples, shapes):  # per-sample seed: a result never depends on its batch-mates
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + zlib.crc32(s.id.encode()))
-            noise.append((torch.rand(shape[1:], generator=g) * 2 - 1) * self.eps)
-        return torch.stack(noise)
+            noise.append((torch.rand(shape, generator=g) * 2 - 1) * self.eps)
+        return noise
 
     def quantise(self, x_u8: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
         """Integer perturbation within the eps-ball and [0, 255]: what a PNG can hold."""
@@ -91,22 +93,28 @@ class PixelAttack:
         return (x_u8 + d).clamp(0, 255)
 
     def _full_delta(self, delta: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-        if delta.shape[-2:] == size:
+        if tuple(delta.shape[-2:]) == tuple(size):
             return delta
-        return F.interpolate(delta, size=size, mode="bilinear", align_corners=False)
+        return F.interpolate(delta[None], size=size, mode="bilinear", align_corners=False)[0]
+
+    def _optimised_view(self, x: torch.Tensor) -> torch.Tensor:
+        """The image the noise is optimised on: itself, or (memory fallback) a downscaled copy."""
+        size = tuple(x.shape[-2:])
+        if not self.downscale or max(size) <= self.downscale:
+            return x
+        scale = self.downscale / max(size)
+        small = (max(1, round(size[0] * scale)), max(1, round(size[1] * scale)))
+        return F.interpolate(x[None], size=small, mode="bilinear", align_corners=False, antialias=True)[0]
 
     def __call__(self, vlm: VLM, samples: list[Sample]) -> AttackResult:
-        x = pixels([s.image for s in samples])
-        x_u8 = (x * 255).round()  # exact integers again: the saved PNG truncates to uint8
-        size = tuple(x.shape[-2:])
-        x_opt = x
-        if self.downscale and max(size) > self.downscale:
-            scale = self.downscale / max(size)
-            small = (max(1, round(size[0] * scale)), max(1, round(size[1] * scale)))
-            x_opt = F.interpolate(x, size=small, mode="bilinear", align_corners=False, antialias=True)
+        """Attack a batch whose images may differ in size: every image keeps its own float32 perturbation in raw
+        pixel space (whatever the model's precision), and only its own seed, image and answers decide it."""
+        x = [to_image_tensor(s.image, s.id) for s in samples]
+        x_u8 = [(xi * 255).round() for xi in x]  # exact integers again: the saved PNG truncates to uint8
+        sizes = [tuple(xi.shape[-2:]) for xi in x]
+        x_opt = [self._optimised_view(xi) for xi in x]
         ctx = self.prepare(vlm, x_opt, samples)
-        delta = self._start(samples, tuple(x_opt.shape))
-        delta = (x_opt + delta).clamp(0, 1) - x_opt
+        delta = [(xo + d).clamp(0, 1) - xo for xo, d in zip(x_opt, self._start(samples, [xo.shape for xo in x_opt]))]
         n = len(samples)
         active = torch.ones(n, dtype=torch.bool)
         steps = [0] * n
@@ -115,17 +123,19 @@ class PixelAttack:
         flipped = [False] * n
         flipped_at: dict[int, list[bool]] = {}
 
+        def quantised(i: int) -> torch.Tensor:
+            return self.quantise(x_u8[i], self._full_delta(delta[i], sizes[i]))
+
         def confirm(idx: list[int]) -> None:
             """Generate on the quantised full-size image; a flip is only what J says."""
             if not idx:
                 return
-            xq = self.quantise(x_u8[idx], self._full_delta(delta[idx], size)) / 255
-            outs = vlm.generate(xq, [samples[i].prompt for i in idx], self.max_new_tokens)
+            outs = vlm.generate([quantised(i) / 255 for i in idx], [samples[i].prompt for i in idx],
+                                self.max_new_tokens)
             for i, out in zip(idx, outs):
                 passes[i] += 1
                 answers[i] = out
-                s = samples[i]
-                flipped[i] = not self.judge.correct(out, s)
+                flipped[i] = not self.judge.correct(out, samples[i])
                 if flipped[i] and self.early_stop:
                     active[i] = False
 
@@ -133,16 +143,16 @@ class PixelAttack:
             idx = torch.nonzero(active).flatten().tolist()
             if not idx:
                 break
-            d = delta[idx].clone().requires_grad_(True)
+            d = [delta[i].clone().requires_grad_(True) for i in idx]
             sub = [samples[i] for i in idx]
             sub_ctx = {k: (v[idx] if isinstance(v, torch.Tensor) else [v[i] for i in idx]) for k, v in ctx.items()}
-            loss, deviates = self.objective(vlm, (x_opt[idx] + d).clamp(0, 1), sub, sub_ctx)
-            (grad,) = torch.autograd.grad(loss.sum(), d)
+            loss, deviates = self.objective(vlm, [(x_opt[i] + di).clamp(0, 1) for i, di in zip(idx, d)], sub,
+                                            sub_ctx)
+            grads = torch.autograd.grad(loss.sum(), d)
             with torch.no_grad():
-                d = d + self.step_size * grad.sign()
-                d = d.clamp(-self.eps, self.eps)
-                d = (x_opt[idx] + d).clamp(0, 1) - x_opt[idx]
-                delta[idx] = d
+                for i, di, g in zip(idx, d, grads):
+                    di = (di + self.step_size * g.to(di.dtype).sign()).clamp(-self.eps, self.eps)
+                    delta[i] = (x_opt[i] + di).clamp(0, 1) - x_opt[i]
             for i in idx:
                 steps[i] += 1
                 passes[i] += 1
@@ -161,7 +171,7 @@ class PixelAttack:
         confirm([i for i in range(n) if active[i] or answers[i] is None])
         if self.steps in self.checkpoints:
             flipped_at[self.steps] = list(flipped)
-        xq = self.quantise(x_u8, self._full_delta(delta, size))
-        adv = [xq[i].permute(1, 2, 0).to(torch.uint8).numpy() for i in range(n)]
-        linf = [float((xq[i] - x_u8[i]).abs().max()) / 255 for i in range(n)]
+        xq = [quantised(i) for i in range(n)]
+        adv = [q.permute(1, 2, 0).to(torch.uint8).numpy() for q in xq]
+        linf = [float((q - xu).abs().max()) / 255 for q, xu in zip(xq, x_u8)]
         return AttackResult(adv, [a or "" for a in answers], flipped, steps, passes, linf, flipped_at)

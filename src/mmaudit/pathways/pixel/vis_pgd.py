@@ -26,9 +26,19 @@ class VisPGD(PixelAttack):
         return super().params() | {"stage": self.stage}
 
     def prepare(self, vlm, x, samples):
+        """Each image's clean features, unpadded (images of one size are encoded together)."""
+        groups: dict[tuple, list[int]] = {}
+        for k, xi in enumerate(x):
+            groups.setdefault(tuple(xi.shape), []).append(k)
+        clean: list = [None] * len(x)
         with torch.no_grad():
-            return {"clean": vlm.vision_features(x, stage=self.stage).flatten(1)}
+            for members in groups.values():
+                feats = vlm.vision_features([x[k] for k in members], stage=self.stage)
+                for k, f in zip(members, feats):
+                    clean[k] = f
+        return {"clean": clean}
 
     def objective(self, vlm, x_adv, samples, ctx):
-        feats = vlm.vision_features(x_adv, stage=self.stage).flatten(1)
-        return -F.cosine_similarity(feats, ctx["clean"], dim=-1), None
+        feats = vlm.vision_features(x_adv, stage=self.stage)  # padded to the longest image of the batch
+        return -torch.stack([F.cosine_similarity(f[: c.shape[0]].flatten(), c.flatten(), dim=0)
+                             for f, c in zip(feats, ctx["clean"])]), None
