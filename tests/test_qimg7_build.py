@@ -188,7 +188,7 @@ def test_bad_input_is_recorded_and_never_stops_the_build(tmp_path):
     s = build_benchmark(items, tmp_path / "out", BuildConfig(patch_steps=4, style_steps=4))
     reasons = {str(d["qid"]): d["reason"] for d in s["drops"]}
     assert "file not found" in reasons["m1"] and "not a readable image" in reasons["m2"]
-    assert reasons["m3"] == "no text evidence" and "not JSON" in reasons["q.jsonl:4"]
+    assert reasons["m3"] == "no text evidence" and "not valid JSON" in reasons["q.jsonl:4"]
     assert s["counts"]["final"] == 3
     s2 = build_benchmark(good, tmp_path / "llm", BuildConfig(polluter=bad_llm, patch_steps=4, style_steps=4))
     assert s2["counts"]["final"] == 0 and all("no JSON object" in d["reason"] for d in s2["drops"])

@@ -17,7 +17,7 @@ from mmaudit.data.synthetic import FAMILIES, synthetic_set
 # Each payload, if it ever ran, would mark the page's <body>; the browser test looks for the marks.
 ID_PAYLOAD = '<img src=x onerror="document.body.dataset.pwned=1">|`'
 QUESTION_PAYLOAD = "<script>document.body.dataset.pwned=2</script> | what?"
-SECTIONS_AUDIT = ("risk", "plots", "gallery", "oar", "samples", "errors", "run")
+SECTIONS_AUDIT = ("headline", "validity", "risk", "plots", "gallery", "flips", "oar", "samples", "errors", "run")
 SECTIONS_BENCH = ("tables-echo", "plots-echo", "rows-echo", "images", "run")
 
 
@@ -82,12 +82,13 @@ def rebuilt(run: Path) -> str:
 
 
 def offline(page: str) -> None:
-    """Nothing the page names is fetched: every src is a data URI, every link an anchor, and the CSP forbids
-    any other source."""
+    """Nothing the page names is fetched: every src is a data URI, every link an anchor or a file of the run
+    folder (relative, never leaving it: the flips' images), and the CSP forbids any other source."""
     assert re.search(r"<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'", page)
     srcs = re.findall(r"\bsrc=\"([^\"]*)\"", page)
     assert srcs and all(s.startswith("data:image/") for s in srcs)
-    assert all(h.startswith("#") for h in re.findall(r"\bhref=\"([^\"]*)\"", page))
+    hrefs = re.findall(r"\bhref=\"([^\"]*)\"", page)
+    assert all(h.startswith("#") or re.fullmatch(r"(clean|adv)/[\w./-]+\.png", h) and ".." not in h for h in hrefs)
     assert not re.search(r"=\s*[\"']?(https?:|//)", page) and "url(" not in page  # URLs only as text
 
 
@@ -152,11 +153,11 @@ def browser() -> str:
     return exe
 
 
-def chromium(page: Path, tmp: Path, *args: str) -> str:
+def chromium(page: Path, tmp: Path, *args: str, url: str | None = None) -> str:
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
              f"--user-data-dir={tmp / 'profile'}", "--virtual-time-budget=3000"]
-    res = subprocess.run([browser(), *flags, *args, page.resolve().as_uri()], capture_output=True, text=True,
+    res = subprocess.run([browser(), *flags, *args, url or page.resolve().as_uri()], capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     return res.stdout
@@ -175,6 +176,19 @@ def test_pages_in_headless_chromium(kind, audit_run, bench_run, tmp_path):
         assert f'<section id="{ident}">' in dom
     assert len(re.findall(r'<img src="data:image/', dom)) >= (10 if kind == "audit" else 7)
     assert "document.body.dataset.pwned=2" in dom  # the hostile question is shown, as text
+    if kind == "audit":  # the headline comes first; the flips browser pages and filters in the browser
+        assert dom.index('<section id="headline">') < dom.index('<section id="risk">')
+        assert "headline-sentences" in dom and "beyond them" in dom
+        flips = dom.split('id="flips-table"')[1].split("</table>")[0]
+        n = flips.count("<tr")
+        assert n > 1 and re.search(r'id="flips-table-page">page 1 of \d+ \(\d+ rows\)', dom)
+        model = re.search(r"<td>(zoo-L\d)</td>", flips).group(1)
+        dom = chromium(run / "report.html", tmp_path, "--dump-dom",
+                       url=(run / "report.html").resolve().as_uri() + f"#filter-flips-table={model}")
+        flips = dom.split('id="flips-table"')[1].split("</table>")[0]
+        shown = [tr for tr in flips.split("<tr")[2:] if not tr.startswith(" hidden") and 'hidden=""' not in tr[:40]]
+        assert shown and all(f"<td>{model}</td>" in tr for tr in shown)  # only that model's flips remain
+        assert len(shown) < n - 1  # and the others were filtered out
     shot = run / f"screenshot-{kind}.png"
     chromium(run / "report.html", tmp_path, "--window-size=1280,2400", f"--screenshot={shot}")
     assert shot.stat().st_size > 20_000

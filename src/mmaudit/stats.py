@@ -127,11 +127,13 @@ def rank_agreement(proxy: dict[str, float], target: dict[str, float], moved_by: 
     b = np.array([target[n] for n in names])
     rank_a = sps.rankdata(-a, method="min")
     rank_b = sps.rankdata(-b, method="min")
-    rho = sps.spearmanr(a, b).statistic if len(names) > 1 else float("nan")
-    tau = sps.kendalltau(a, b, variant="b").statistic if len(names) > 1 else float("nan")
+    with warnings.catch_warnings():  # constant ranks have no correlation: nan, reported as "undefined"
+        warnings.simplefilter("ignore")
+        rho = sps.spearmanr(a, b).statistic if len(names) > 1 else float("nan")
+        tau = sps.kendalltau(a, b, variant="b").statistic if len(names) > 1 else float("nan")
     moved = [n for n, ra, rb in zip(names, rank_a, rank_b) if abs(ra - rb) >= moved_by]
     return {"spearman_rho": float(rho), "kendall_tau_b": float(tau), "n_moved": len(moved), "moved": moved,
-            "n_models": len(names)}
+            "n_models": len(names), "moved_by": moved_by}
 
 
 def bootstrap_groups(

@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from mmaudit.jsonout import dumps
+
 
 def key_of(**parts) -> str:
     """Content hash of everything that determines a result."""
@@ -59,7 +61,7 @@ class RunStore:
         new = [r for r in records if r["key"] not in self._records]
         if not new:
             return
-        data = "".join(json.dumps(r, sort_keys=True) + "\n" for r in new)
+        data = "".join(dumps(r, sort_keys=True) + "\n" for r in new)
         with self.path.open("a") as f:
             if self._needs_newline:
                 f.write("\n")  # a torn last line never glues onto a good one

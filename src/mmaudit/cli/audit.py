@@ -7,7 +7,18 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from mmaudit.cli.common import console, parse_eps, parse_list, print_table, progress_bar, progress_callback
+from mmaudit.cli.common import (
+    console,
+    flag,
+    friendly,
+    parse_eps,
+    parse_list,
+    print_table,
+    progress_bar,
+    progress_callback,
+    wait_option,
+)
+from mmaudit.errors import UsageError
 from mmaudit.manifest import Invocation, command_params
 
 audit_app = typer.Typer(help="FusionAudit: white-box audit of VLMs along the pixel and rendered-text pathways.")
@@ -47,10 +58,10 @@ def wrong_ocr_reader(wrong_ocr: str):
     from mmaudit.pathways.wrong import default_ocr
 
     if wrong_ocr not in WRONG_OCR:
-        raise typer.BadParameter(f"--wrong-ocr must be one of {WRONG_OCR}, got {wrong_ocr!r}")
+        raise UsageError(f"--wrong-ocr must be one of {WRONG_OCR}, got {wrong_ocr!r}")
     ocr = default_ocr() if wrong_ocr != "off" else None
     if wrong_ocr == "on" and ocr is None:
-        raise typer.BadParameter("--wrong-ocr on needs the [ocr] extra (rapidocr)")
+        raise UsageError("--wrong-ocr on needs the [ocr] extra (rapidocr)")
     return ocr
 
 
@@ -77,7 +88,7 @@ def make_editor(spec: str):
         return GenerativeEditor(http_backend(target), name=f"http:{target}")
     if kind == "diffusers" and target:
         return GenerativeEditor(diffusers_backend(target), name=f"diffusers:{target}")
-    raise typer.BadParameter(f"unknown editor {spec!r}; use layout, http:URL or diffusers:MODEL")
+    raise UsageError(f"unknown editor {spec!r}; use layout, http:URL or diffusers:MODEL")
 
 
 def run_audit_command(
@@ -89,14 +100,16 @@ def run_audit_command(
     select: int | None = None, executor: str = "local", ray_workers: int = 1, ray_address: str | None = None,
     wrong_ocr: str = "auto", prompt_suffix: str | None = None, device: str = "auto", dtype: str = "auto",
     device_map: str | None = None, max_pixels: int | None = None, checkpoint: str = "auto", reference: str = "label",
+    wait: bool = False,
 ) -> dict:
     """The whole audit: run (resumable), summarise from the store, print every table, write the reports."""
     params = command_params(dict(locals()))
     if executor not in ("local", "ray"):
-        raise typer.BadParameter(f"executor must be local or ray, got {executor!r}")
+        raise UsageError(f"executor must be local or ray, got {executor!r}")
     from mmaudit.audit import AuditConfig, LocalExecutor, RayExecutor, drive
     from mmaudit.data.sources import prompts_in_force
-    from mmaudit.models.load import expand
+    from mmaudit.lock import RunLock
+    from mmaudit.models.load import check_spec, expand
     from mmaudit.pathways.text.runner import TextRunConfig
     from mmaudit.report import all_tables
     from mmaudit.report.build import rebuild
@@ -110,22 +123,32 @@ def run_audit_command(
                       recovery=recovery, recovery_positions=recovery_positions, ocr_limit=ocr_limit,
                       schedule=schedule, reference=reference)
     plan, loaded = plan_audit(data, cfg, limit, select, seed, wrong_ocr, prompt_suffix)
-    run = Invocation(RunStore(out / "results.jsonl"), "audit", params | {
-        "attack_params": plan.params, "samples": len(plan.samples), "prompts": prompts_in_force(plan.samples),
-        "reading_prompt": cfg.text.reading_prompt, "placement": placement.describe(), "batch_planned": cfg.batch})
-    with progress_bar() as bar:
-        specs = expand(model or ["zoo"])
-        ex = (RayExecutor(specs, plan, workers=ray_workers, address=ray_address, placement=placement)
-              if executor == "ray" else LocalExecutor(load_models(specs, placement), plan))
-        drive(ex, plan, out, loaded.errors, progress_callback(bar))
-    run.finish()
-    summary, paths = rebuild(out)
+    specs = expand(model or ["zoo"])
+    for spec in specs:
+        check_spec(spec)
+    models = load_models(specs, placement) if executor == "local" else None  # before anything is written
+    with RunLock(out, "mmaudit audit", wait) as lock:
+        if lock.previous:
+            console.print(f"[yellow]took over the lock of process {lock.previous.get('pid')}, which is no longer "
+                          "running[/yellow]")
+        run = Invocation(RunStore(out / "results.jsonl"), "audit", params | {
+            "attack_params": plan.params, "samples": len(plan.samples), "prompts": prompts_in_force(plan.samples),
+            "reading_prompt": cfg.text.reading_prompt, "placement": placement.describe(), "batch_planned": cfg.batch})
+        with progress_bar() as bar:
+            ex = (RayExecutor(specs, plan, workers=ray_workers, address=ray_address, placement=placement)
+                  if models is None else LocalExecutor(models, plan))
+            drive(ex, plan, out, loaded.errors, progress_callback(bar))
+        run.finish()
+        summary, paths = rebuild(out)
     for title, head, rows in all_tables(summary):
         print_table(title, head, rows)
     if summary.get("schedule") == "union":
         from mmaudit.report.markdown import UNION_NOTE
 
         console.print(UNION_NOTE)
+    console.rule("Headline")
+    for sentence in summary["headline"]["sentences"]:
+        console.print(f"- {escape(sentence)}", soft_wrap=True)
     for warning in summary["validity"]["warnings"]:
         console.print(f"[yellow]Warning: {escape(warning)}[/yellow]")
     if summary["errors"]:
@@ -136,6 +159,7 @@ def run_audit_command(
 
 
 @audit_app.callback(invoke_without_command=True)
+@friendly
 def audit(
     ctx: typer.Context,
     model: list[str] = typer.Option(["zoo"], help="'zoo', 'zoo:L2', one of the paper's models by short name "
@@ -152,7 +176,7 @@ def audit(
     seed: int = typer.Option(0, help="Random-start and bootstrap seed."),
     limit: int = typer.Option(None, help="Audit only the first N samples."),
     batch: str = BATCH,
-    paper_protocol: bool = typer.Option(False, "--paper-protocol", help="No early stopping: the full fixed budget."),
+    paper_protocol: bool = flag("--paper-protocol", help="No early stopping: the full fixed budget."),
     downscale: int = typer.Option(None, help="Memory fallback: optimise noise at this side length, then upsample."),
     n_boot: int = typer.Option(10_000, help="Bootstrap replicates."),
     out: Path = typer.Option(Path("runs/audit"), help="Run folder: results.jsonl (the store), adv/, report.md."),
@@ -184,6 +208,7 @@ def audit(
     reference: str = typer.Option("label", help="label: flips are judged against the dataset's answer; self: "
                                   "against the model's own clean answer (a label-free audit of your own images; "
                                   "C is every question the model answered)."),
+    wait: bool = wait_option(),
 ) -> None:
     """FusionAudit: clean pass, both pathways on the clean-correct set, R0/R+/delta, RUG, OAR, layer recovery."""
     if ctx.invoked_subcommand is not None:
@@ -192,6 +217,7 @@ def audit(
 
 
 @audit_app.command("sweep")
+@friendly
 def sweep(
     model: list[str] = typer.Option(["zoo"], help="Models, as for `mmaudit audit`."),
     data: str = typer.Option("synthetic:16", help="Samples (the paper uses 100 per dataset)."),
@@ -199,7 +225,7 @@ def sweep(
     steps: str = typer.Option("10,20,30,40,50", help="Step budgets."),
     eps: str = typer.Option("2/255,4/255,8/255", help="Radii."),
     batch: str = BATCH,
-    paper_protocol: bool = typer.Option(False, "--paper-protocol", help="No early stopping."),
+    paper_protocol: bool = flag("--paper-protocol", help="No early stopping."),
     out: Path = typer.Option(Path("runs/sweep"), help="Run folder (resumable store)."),
     prompt_suffix: str = typer.Option(None, help="As for `mmaudit audit`."),
     device: str = DEVICE,
@@ -207,11 +233,13 @@ def sweep(
     device_map: str = DEVICE_MAP,
     max_pixels: int = MAX_PIXELS,
     checkpoint: str = CHECKPOINT,
+    wait: bool = wait_option(),
 ) -> None:
     """MANTIS stability: seeds x steps x eps, median std across seeds, 40->50 step gain, level order per eps."""
     params = command_params(dict(locals()))
     from mmaudit.audit.sweep import SweepConfig, run_sweep
     from mmaudit.data.sources import load_data, prompts_in_force
+    from mmaudit.lock import RunLock
     from mmaudit.report.sweep_page import rebuild_sweep, sweep_lines, sweep_tables
     from mmaudit.store import RunStore
 
@@ -220,14 +248,16 @@ def sweep(
                       eps=[parse_eps(e) for e in parse_list(eps)], batch=placement.batch(batch),
                       early_stop=not paper_protocol)
     loaded = load_data(data, prompt_suffix=prompt_suffix)
-    run = Invocation(RunStore(out / "results.jsonl"), "audit sweep",
-                     params | {"seeds": cfg.seeds, "steps": cfg.steps, "eps": cfg.eps,
-                               "prompts": prompts_in_force(loaded.samples), "placement": placement.describe()})
-    with progress_bar() as bar:
-        run_sweep(load_models(model, placement), loaded.samples, out, cfg, progress=progress_callback(bar),
-                  pool=loaded.pool, ocr=wrong_ocr_reader("auto"))
-    run.finish()
-    s, paths = rebuild_sweep(out)
+    models = load_models(model, placement)
+    with RunLock(out, "mmaudit audit sweep", wait):
+        run = Invocation(RunStore(out / "results.jsonl"), "audit sweep",
+                         params | {"seeds": cfg.seeds, "steps": cfg.steps, "eps": cfg.eps,
+                                   "prompts": prompts_in_force(loaded.samples), "placement": placement.describe()})
+        with progress_bar() as bar:
+            run_sweep(models, loaded.samples, out, cfg, progress=progress_callback(bar), pool=loaded.pool,
+                      ocr=wrong_ocr_reader("auto"))
+        run.finish()
+        s, paths = rebuild_sweep(out)
     head, rows = sweep_tables(s)
     print_table(f"MANTIS ASR % (mean ± std over seeds {s['seeds']})", head, rows)
     for line in sweep_lines(s):

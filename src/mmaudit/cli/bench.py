@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from mmaudit.cli.common import console, print_table, progress_bar, progress_callback
+from mmaudit.cli.common import console, flag, print_table, progress_bar, progress_callback, wait_option
+from mmaudit.errors import UsageError
+from mmaudit.jsonout import dumps
 from mmaudit.manifest import Invocation, command_params
 
 EMBEDDED_LIMIT = 4  # questions the embedded model gets by default: 64 rows fit in minutes on 2 CPU cores
@@ -21,7 +22,7 @@ def parse_budgets(text: str | None, base: dict) -> dict:
     for part in filter(None, (x.strip() for x in (text or "").split(","))):
         name, _, value = part.partition("=")
         if name not in COMPONENTS or not value.isdigit():
-            raise typer.BadParameter(f"--max-tokens: {part!r} is not COMPONENT=N with COMPONENT in {COMPONENTS}")
+            raise UsageError(f"--max-tokens: {part!r} is not COMPONENT=N with COMPONENT in {COMPONENTS}")
         out[name] = int(value)
     return out
 
@@ -32,7 +33,7 @@ def parse_price(text: str | None) -> tuple[float, float]:
     try:
         prompt, completion = (float(x) for x in text.split(","))
     except ValueError:
-        raise typer.BadParameter(f"--price: {text!r} is not PROMPT,COMPLETION (per 1k tokens)") from None
+        raise UsageError(f"--price: {text!r} is not PROMPT,COMPLETION (per 1k tokens)") from None
     return prompt, completion
 
 
@@ -87,16 +88,12 @@ def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], budge
               prices: tuple[float, float]) -> dict:
     """One stack: run it, return summary.json's block (its tables come from the rebuild). Raises typer.Exit(3)
     when the budget is spent."""
-    from mmaudit.errors import InputError
     from mmaudit.models.chat import BudgetExceeded
     from mmaudit.rag.evaluate.run import run_bench, structured_mode
 
     try:
         with progress_bar() as bar:
             summary = run_bench(folder, chat, out, judge, cfg, progress=progress_callback(bar))
-    except InputError as e:
-        console.print(f"[red]{e}[/red]")
-        raise typer.Exit(2) from None
     except BudgetExceeded as e:
         console.print(f"[yellow]stopped: {e}[/yellow]")
         raise typer.Exit(3) from None
@@ -127,7 +124,7 @@ def bench_run(
                                     "stacks in one run, all graded by --judge ('NAME=embedded' for the offline "
                                     "model). One block per stack."),
     concurrency: int = typer.Option(8, help="Concurrent requests to the endpoint."),
-    vision: bool = typer.Option(False, help="Full-MM sends the image's pixels (the endpoint's model sees images); "
+    vision: bool = flag("--vision", help="Full-MM sends the image's pixels (the endpoint's model sees images); "
                                 "without it a text-only model gets the image's OCR text."),
     image_size: int = typer.Option(768, help="Longest side, in pixels, of the image Full-MM sends."),
     image_detail: str = typer.Option("auto", help="OpenAI image detail: auto, low, high, or '' to leave it out."),
@@ -140,29 +137,45 @@ def bench_run(
     limit: int = typer.Option(None, help="Only the first N questions."),
     n_boot: int = typer.Option(10_000, help="Bootstrap replicates."),
     seed: int = typer.Option(0),
+    wait: bool = wait_option(),
 ) -> None:
     """Branches (Parametric, Text-only, Full-MM), defences, blinded judge; main and diagnostic tables."""
     params = command_params(dict(locals()))
-    from mmaudit.rag.evaluate.config import PARAMETRIC_MODES, BenchConfig
-    from mmaudit.report.bench_page import rebuild_bench
-    from mmaudit.store import RunStore
+    from mmaudit.lock import RunLock
+    from mmaudit.rag.evaluate.config import PARAMETRIC_MODES
+    from mmaudit.rag.evaluate.run import load_rows
 
     if parametric not in PARAMETRIC_MODES:
-        raise typer.BadParameter(f"--parametric must be one of {PARAMETRIC_MODES}")
-    folder = mini_folder(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    run = Invocation(RunStore(out / "runs.jsonl"), "bench run", params | {"folder": str(folder.resolve())})
+        raise UsageError(f"--parametric must be one of {PARAMETRIC_MODES}")
     prices = parse_price(price)
-    cost = {"price_per_1k": prices, "budget": budget}
     if stack:
         specs = []
         for item in stack:
             name, sep, spec = item.partition("=")
             if not sep or not name.strip():
-                raise typer.BadParameter(f"--stack {item!r}: expected NAME=MODEL@URL or NAME=embedded")
+                raise UsageError(f"--stack {item!r}: expected NAME=MODEL@URL or NAME=embedded")
             specs.append((name.strip(), spec.strip()))
     else:
         specs = [(None, f"{model or 'default'}@{endpoint or ''}" if (model or endpoint) else None)]
+    if folder is not None:
+        load_rows(folder)  # a folder without rows is refused before anything is written
+    with RunLock(out, "mmaudit bench run", wait):
+        folder = mini_folder(folder)
+        run_bench_command(params, folder, out, specs, prices, locals())
+
+
+def run_bench_command(params: dict, folder: Path, out: Path, specs: list, prices: tuple[float, float],
+                      opts: dict) -> None:
+    """`bench run` once its options are checked and its run folder is held."""
+    from mmaudit.rag.evaluate.config import BenchConfig
+    from mmaudit.report.bench_page import rebuild_bench
+    from mmaudit.store import RunStore
+
+    stack, judge, judge_model, endpoint = opts["stack"], opts["judge"], opts["judge_model"], opts["endpoint"]
+    concurrency, max_tokens, limit, budget = opts["concurrency"], opts["max_tokens"], opts["limit"], opts["budget"]
+    out.mkdir(parents=True, exist_ok=True)
+    run = Invocation(RunStore(out / "runs.jsonl"), "bench run", params | {"folder": str(folder.resolve())})
+    cost = {"price_per_1k": prices, "budget": budget}
     fixed_judge = None
     if stack and judge:
         fixed_judge = stack_models(out, judge, None, concurrency, cost, max_tokens)[0]
@@ -174,14 +187,15 @@ def bench_run(
         if compact and limit is None:
             notes = notes + [f"The embedded model runs the first {EMBEDDED_LIMIT} questions by default (--limit N "
                              "for more): 16 regimes each, on 2 CPU cores in minutes."]
-        cfg = BenchConfig(stack=name or default_name, vision=vision, image_size=image_size,
+        cfg = BenchConfig(stack=name or default_name, vision=opts["vision"], image_size=opts["image_size"],
                           limit=limit if limit is not None or not compact else EMBEDDED_LIMIT,
-                          image_detail=image_detail, parametric=parametric, budgets=budgets, **compact)
+                          image_detail=opts["image_detail"], parametric=opts["parametric"], budgets=budgets,
+                          **compact)
         blocks[cfg.stack] = run_stack(folder, out, chat, judge_chat, cfg, notes, budget, prices)
     only = next(iter(blocks.values())) if len(blocks) == 1 else {"stacks": blocks}
-    (out / "summary.json").write_text(json.dumps(only, indent=2))
+    (out / "summary.json").write_text(dumps(only, indent=2))
     run.finish()
-    built, paths = rebuild_bench(out, n_boot, seed)  # the tables come from the judged files, as a rebuild's do
+    built, paths = rebuild_bench(out, opts["n_boot"], opts["seed"])  # the tables come from the judged files
     for name, summary in blocks.items():
         tabs = built["tables"][name]
         summary["tables"] = [{"title": t, "head": h, "rows": r} for t, h, r in tabs]
@@ -194,5 +208,5 @@ def bench_run(
         if failed:
             console.print(f"[yellow]{failed} method-rows failed (see summary.json 'failures'); the run completed"
                           "[/yellow]")
-    (out / "summary.json").write_text(json.dumps(only, indent=2))
+    (out / "summary.json").write_text(dumps(only, indent=2))
     console.print(f"judged files under {out / 'evaluation'}; report " + "  ".join(str(p) for p in paths))

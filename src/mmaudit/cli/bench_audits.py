@@ -9,6 +9,8 @@ import typer
 
 from mmaudit.cli.bench import chat_model
 from mmaudit.cli.common import console, print_table
+from mmaudit.errors import UsageError
+from mmaudit.jsonout import dumps
 from mmaudit.rag.evaluate.tables import pct
 
 
@@ -34,7 +36,7 @@ def bench_atomic(
 
     per, clean = _judged_and_clean(folder, run, stack)
     res = atomic_audit(per, clean, chat_model(model, run / "calls.jsonl"), per_dataset=per_dataset, seed=seed)
-    (run / "atomic.json").write_text(json.dumps(res, indent=2))
+    (run / "atomic.json").write_text(dumps(res, indent=2))
     print_table(f"Atomic factuality ({res['questions']} questions, {res['claims']} claims)",
                 ["method", "TC", "TP", "Drop", "Balanced"],
                 [[m] + [pct(v[k]) for k in ("tc", "tp", "drop", "balanced")] for m, v in res["methods"].items()],
@@ -80,11 +82,11 @@ def bench_kappa(
             h = json.loads(line)
             # keyed by (dataset, qid): released qids repeat across datasets
             if "dataset" not in h and len(datasets) > 1:
-                raise typer.BadParameter(f"{human.name}:{n}: no 'dataset' field, and the run holds {datasets}")
+                raise UsageError(f"{human.name}:{n}: no 'dataset' field, and the run holds {datasets}")
             ds = str(h.get("dataset", datasets[0] if datasets else "")).lower()
             key = (ds, str(h["qid"]), h["regime"], h["baseline"])
             if key not in judged:
-                raise typer.BadParameter(f"{human.name}:{n}: no judged row for {key}")
+                raise UsageError(f"{human.name}:{n}: no judged row for {key}")
             pairs.append((h["label"], judged[key]))
     a, b = [p[0] for p in pairs], [p[1] for p in pairs]
     agree = sum(x == y for x, y in pairs) / len(pairs)

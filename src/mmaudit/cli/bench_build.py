@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from mmaudit.cli.common import console, print_table, progress_bar, progress_callback
+from mmaudit.cli.common import console, flag, print_table, progress_bar, progress_callback
+from mmaudit.errors import UsageError
+from mmaudit.jsonout import dumps
 
 
 def bench_build(
@@ -36,11 +37,11 @@ def bench_build(
             caps = int(limit) if limit.strip().isdigit() else \
                 {k.strip(): int(v) for k, v in (x.split("=") for x in limit.split(",") if x.strip())}
         except ValueError:
-            raise typer.BadParameter(f"--limit {limit!r}: N or DATASET=N,...") from None
+            raise UsageError(f"--limit {limit!r}: N or DATASET=N,...") from None
 
     if passages is not None or images is not None:
         if passages is None or images is None:
-            raise typer.BadParameter("--passages and --images go together")
+            raise UsageError("--passages and --images go together")
         items = read_csv_pools(passages, images)
     elif inputs is None:
         from mmaudit.rag.construct.mini import mini_inputs
@@ -57,7 +58,7 @@ def bench_build(
         cfg = BuildConfig(family_seed=family_seed, seed=seed, limit=caps, ontopic=check, patch_steps=patch_steps,
                           style_steps=style_steps, families=read_families(families) if families else None)
         summary = build_benchmark(items, out, cfg, progress=progress_callback(bar))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    (out / "summary.json").write_text(dumps(summary, indent=2))
     c = summary["counts"]
     print_table("Construction and selection counts (Table 11)", ["stage", "count"], [
         ["initial candidate questions", str(c["initial"])], ["removed: bad input", str(c["removed_input"])],
@@ -85,10 +86,11 @@ def bench_build(
 def bench_score(
     judged: Path = typer.Option(..., help="Release root that holds evaluation/judged/<stack>/<dataset>/."),
     stack: str = typer.Option(None, help="Which stack, when there are several."),
-    as_json: bool = typer.Option(False, "--json", help="Print the main table as JSON."),
+    as_json: bool = flag("--json", help="Print the main table as JSON (with --tables: every table, as "
+                         "{title, head, rows})."),
     n_boot: int = typer.Option(10_000, help="Question-clustered paired bootstrap replicates (0: no CIs)."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
-    tables: bool = typer.Option(False, "--tables", help="Also the diagnostic tables: attack family x method "
+    tables: bool = flag("--tables", help="Also the diagnostic tables: attack family x method "
                                 "(G.3), channel isolation (G.4), decisions, route accuracy (G.10)."),
 ) -> None:
     """Main table (TC, TP, Drop, Balanced; macro over datasets) from judged files, with bootstrap CIs."""
@@ -96,7 +98,14 @@ def bench_score(
 
     rows = main_table(judged, stack)
     if as_json:
-        print(json.dumps([{k: r[k] for k in ("method", "tc", "tp", "drop", "balanced")} for r in rows], indent=2))
+        main = [{k: r[k] for k in ("method", "tc", "tp", "drop", "balanced")} for r in rows]
+        if tables:
+            from mmaudit.rag.evaluate.tables import bench_tables
+
+            every = [{"title": t, "head": h, "rows": b} for t, h, b in bench_tables(judged, stack, n_boot, seed)]
+            print(dumps({"main": main, "tables": every}, indent=2))
+        else:
+            print(dumps(main, indent=2))
         return
     per = judged_rows(judged, stack)
     ref = "field_selector" if "field_selector" in per else None

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from mmaudit.cli.common import console, print_table
+from mmaudit.cli.common import console, flag, print_table
+from mmaudit.jsonout import dumps
 
 
 def data_synth(
@@ -31,7 +31,7 @@ def data_wrong(
     seed: int = typer.Option(0, help="Seed of that draw."),
     limit: int = typer.Option(None, help="Only the first N samples."),
     wrong_ocr: str = typer.Option("auto", help="Use the image's OCR text for text labels: auto, on, off."),
-    as_json: bool = typer.Option(False, "--json", help="A JSON list of {id, reference, wrong, answer_type, source}."),
+    as_json: bool = flag("--json", help="A JSON list of {id, reference, wrong, answer_type, source}."),
 ) -> None:
     """Per sample, the task-matching wrong answer MANTIS, Typo-Evid and Nat-Evid will use (before any GPU hour)."""
     from mmaudit.audit import AuditConfig
@@ -42,7 +42,7 @@ def data_wrong(
     rows = [{"id": s.id, "reference": s.answer, "wrong": s.meta.get("wrong_answer"),
              "answer_type": s.meta.get("wrong_kind"), "source": s.meta.get("wrong_source")} for s in samples]
     if as_json:
-        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        print(dumps(rows, indent=2, ensure_ascii=False))
         return
     print_table(f"Wrong answers ({len(rows)} samples)", ["id", "reference", "wrong", "answer type", "source"],
                 [[r["id"], r["reference"], r["wrong"] or "(none)", r["answer_type"] or "", r["source"] or ""]

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
-from mmaudit.cli.common import LEVELS, console
+from mmaudit.cli.common import LEVELS, console, flag
+from mmaudit.errors import UsageError
 
 
 def demo(
@@ -25,19 +27,30 @@ def demo(
 
 
 def report(
-    run: Path = typer.Argument(..., help="A run folder: an audit, an audit sweep or a bench run."),
-    open_page: bool = typer.Option(False, "--open", help="Open report.html in the default browser."),
-    n_boot: int = typer.Option(None, help="Bootstrap replicates (default: the run's own)."),
+    runs: list[Path] = typer.Argument(..., help="A run folder (an audit, an audit sweep or a bench run); with "
+                                      "--compare, two or more audit run folders, the first the reference."),
+    compare: bool = flag("--compare", help="Compare audit runs side by side: headlines, Table 1 aligned by "
+                         "model and level, paired differences of R+ and R+ − R0 against the first run."),
+    out: Path = typer.Option(None, help="With --compare: the folder for compare.html, compare.md and compare.json."),
+    open_page: bool = flag("--open", help="Open the page in the default browser."),
+    n_boot: int = typer.Option(None, help="Bootstrap replicates (default: the run's own; 2000 for --compare)."),
 ) -> None:
-    """Rebuild report.md and report.html (one self-contained page) from the run folder alone."""
-    from mmaudit.errors import InputError
-    from mmaudit.report.build import rebuild
+    """Rebuild report.md and report.html (one self-contained page) from the run folder alone, or compare runs."""
+    if compare:
+        from mmaudit.report.compare import compare_runs, compare_text
 
-    try:
-        _, paths = rebuild(run, n_boot)
-    except InputError as e:
-        console.print(f"[red]{e}[/red]")
-        raise typer.Exit(2) from None
+        if out is None:
+            raise UsageError("--compare needs --out DIR for the comparison page")
+        result = compare_runs(list(runs), out, n_boot if n_boot is not None else 2000)
+        for line in compare_text(result):
+            console.print(escape(line), soft_wrap=True)
+        paths = [out / "compare.md", out / "compare.html"]
+    else:
+        from mmaudit.report.build import rebuild
+
+        if len(runs) != 1:
+            raise UsageError(f"one run folder to rebuild, got {len(runs)}; to put runs side by side use --compare")
+        _, paths = rebuild(runs[0], n_boot)
     for p in paths:
         console.print(f"{p}  ({p.stat().st_size / 1024:.0f} KiB)")
     if open_page:

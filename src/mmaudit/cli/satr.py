@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from mmaudit.cli.common import console, print_table
+from mmaudit.cli.common import console, flag, print_table
+from mmaudit.errors import UsageError
+from mmaudit.jsonout import dumps
 
 
 def parse_policies(items: list[str] | None) -> dict[str, str]:
@@ -15,7 +16,7 @@ def parse_policies(items: list[str] | None) -> dict[str, str]:
     for item in items or []:
         method, sep, policy = item.partition("=")
         if not sep:
-            raise typer.BadParameter(f"--policy {item!r}: expected METHOD=POLICY, e.g. soft_conductor=conservative")
+            raise UsageError(f"--policy {item!r}: expected METHOD=POLICY, e.g. soft_conductor=conservative")
         out[method.strip()] = policy.strip()
     return out
 
@@ -26,21 +27,16 @@ def bench_replay(
     out: Path = typer.Option(..., help="Where the recomputed choices files go (the same layout)."),
     policy: list[str] = typer.Option(None, help="METHOD=POLICY to re-route under another released policy "
                                      "(strict, soft, field, conservative), e.g. field_selector=conservative."),
-    as_json: bool = typer.Option(False, "--json", help="Print the agreement as JSON."),
+    as_json: bool = flag("--json", help="Print the agreement as JSON."),
 ) -> None:
     """Recompute every router's final_decision and chosen_source from recorded gate and resolver outputs."""
-    from mmaudit.errors import InputError
     from mmaudit.rag.evaluate.replay import replay
 
-    try:
-        res = replay(choices, out, parse_policies(policy))
-    except InputError as e:
-        console.print(f"[red]{e}[/red]")
-        raise typer.Exit(2) from None
+    res = replay(choices, out, parse_policies(policy))
     (out / "replay.json").parent.mkdir(parents=True, exist_ok=True)
-    (out / "replay.json").write_text(json.dumps(res, indent=2))
+    (out / "replay.json").write_text(dumps(res, indent=2))
     if as_json:
-        print(json.dumps(res["agreement"], indent=2))
+        print(dumps(res["agreement"], indent=2))
         return
     rows = [[where, m, f"{a['agree']}/{a['of']}", f"{100 * a['agree'] / a['of']:.1f}"]
             for where, by in res["agreement"].items() for m, a in sorted(by.items())]
@@ -52,9 +48,9 @@ def bench_replay(
 
 
 def bench_ablate(
-    fields: bool = typer.Option(False, "--fields", help="G.8: the select-only resolver re-run with one structured "
+    fields: bool = flag("--fields", help="G.8: the select-only resolver re-run with one structured "
                                 "field removed at a time, routed as Field-Selector."),
-    components: bool = typer.Option(False, "--components", help="G.9: self-check only, triage only, Cascaded Router."),
+    components: bool = flag("--components", help="G.9: self-check only, triage only, Cascaded Router."),
     folder: Path = typer.Option(None, help="A QIMG-7 folder; default: the bundled mini benchmark."),
     out: Path = typer.Option(Path("runs/bench-run"), help="Run folder (its calls cache is reused)."),
     model: str = typer.Option(None, help="'MODEL@URL' generator/gate stack; default: the embedded model."),
@@ -70,7 +66,7 @@ def bench_ablate(
     from mmaudit.rag.evaluate.tables import pct
 
     if fields == components:
-        raise typer.BadParameter("choose one of --fields and --components")
+        raise UsageError("choose one of --fields and --components")
     folder = mini_folder(folder)
     out.mkdir(parents=True, exist_ok=True)
     chat, judge_chat, name, budgets, compact, notes = stack_models(out, model, judge, concurrency, {}, max_tokens)
@@ -87,5 +83,5 @@ def bench_ablate(
     print_table(title, head, rows, left=("ablation",))
     for n in notes:
         console.print(f"[yellow]{n}[/yellow]")
-    (out / f"ablate-{kind}.json").write_text(json.dumps({"title": title, "rows": table, "notes": notes}, indent=2))
+    (out / f"ablate-{kind}.json").write_text(dumps({"title": title, "rows": table, "notes": notes}, indent=2))
     console.print(f"judged files under {out / f'ablate-{kind}'}; table {out / f'ablate-{kind}.json'}")

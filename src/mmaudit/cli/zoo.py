@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from mmaudit.cli.common import LEVELS, console, progress_bar
+from mmaudit.cli.common import LEVELS, console, flag, progress_bar
+from mmaudit.jsonout import dumps
 
 
 def zoo_accuracy(levels: list[str], n: int, seed: int, show_progress: bool = True) -> dict[str, dict[str, float]]:
@@ -16,13 +16,14 @@ def zoo_accuracy(levels: list[str], n: int, seed: int, show_progress: bool = Tru
     from mmaudit.models.zoo.adapter import load_zoo
     from mmaudit.models.zoo.evaluate import accuracy_by_family
 
+    models = {level: load_zoo(level) for level in levels}  # an unknown level is refused before any work
     samples = synthetic_set(n, seed=seed)
     results: dict[str, dict[str, float]] = {}
     with progress_bar() as bar:
         for level in levels:
             task = bar.add_task(f"zoo-{level}", total=len(samples), visible=show_progress)
             results[level] = accuracy_by_family(
-                load_zoo(level), samples, progress=lambda k, t=task: bar.advance(t, k)
+                models[level], samples, progress=lambda k, t=task: bar.advance(t, k)
             )
     return results
 
@@ -43,12 +44,12 @@ def zoo_eval(
     level: list[str] = typer.Option(LEVELS, "--level", help="Levels to evaluate."),
     n: int = typer.Option(200, help="Questions per family (charts, documents, scenes, reading)."),
     seed: int = typer.Option(10_000, help="Seed of the held-out set (10000 is never used in training)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON for machines."),
+    as_json: bool = flag("--json", help="Print JSON for machines."),
 ) -> None:
     """Clean accuracy of the shipped zoo models per family and level."""
     results = zoo_accuracy(level, n, seed, show_progress=not as_json)
     if as_json:
-        print(json.dumps(results, indent=2))
+        print(dumps(results, indent=2))
     else:
         print_accuracy(results, n)
 

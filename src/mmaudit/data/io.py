@@ -11,7 +11,7 @@ from PIL import Image
 
 from mmaudit.data.images import MAX_PIXELS, inside, load_rgb
 from mmaudit.data.sample import Sample
-from mmaudit.errors import InputError
+from mmaudit.errors import InputError, json_reason
 
 
 def layout_json(sample: Sample) -> dict | None:
@@ -66,7 +66,7 @@ def iter_jsonl(path: Path, max_pixels: int = MAX_PIXELS):
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise InputError(sid, "line", f"not valid JSON ({e.msg})") from e
+                raise InputError(sid, "line", json_reason(e)) from e
             if not isinstance(row, dict):
                 raise InputError(sid, "line", f"expected a JSON object, got {type(row).__name__}")
             sid = str(row.get("id", sid))

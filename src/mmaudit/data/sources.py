@@ -12,7 +12,7 @@ from pathlib import Path
 from mmaudit.data import loaders
 from mmaudit.data.io import iter_jsonl
 from mmaudit.data.sample import Sample
-from mmaudit.errors import InputError
+from mmaudit.errors import InputError, UsageError
 
 READERS = {"chartqa": loaders.load_chartqa, "docvqa": loaders.load_docvqa, "mme": loaders.load_mme}
 
@@ -34,13 +34,20 @@ def load_data(spec: str, limit: int | None = None, select: int | None = None, se
     from mmaudit.data.synthetic import FAMILIES, synthetic_set
 
     if spec.startswith("synthetic"):
-        n = int(spec.split(":", 1)[1]) if ":" in spec else 32
+        n = spec.split(":", 1)[1] if ":" in spec else "32"
+        if not n.isdigit() or int(n) < 1:
+            raise UsageError(f"--data {spec}: synthetic:N takes a positive number of questions per family")
+        n = int(n)
         samples, errors = synthetic_set(n, seed=10_000, families=FAMILIES), []
         pool = samples
     else:
         items: dict[str, list] = {}
         for part in spec.split(","):
             kind, _, path = part.partition(":")
+            target = Path(path) if kind in READERS and path else Path(part)
+            if not target.exists():
+                raise UsageError(f"--data {part}: no such file or folder ({target}); use synthetic[:N], a JSONL of "
+                                 "samples, or chartqa:FILE.json, docvqa:FILE.json, mme:DIR")
             if kind in READERS and path:
                 items[kind] = list(READERS[kind](Path(path)))
             else:

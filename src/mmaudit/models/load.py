@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from mmaudit.errors import MMAuditError
+from mmaudit.errors import UsageError
 
 LEVELS = ("L1", "L2", "L3")
 DEVICES = ("auto", "cpu", "cuda")
@@ -21,7 +21,7 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 CHECKPOINTS = ("auto", "none", "mlp", "layers")
 
 
-class PlacementError(MMAuditError, ValueError):
+class PlacementError(UsageError):
     """A device or precision that cannot be had here."""
 
 
@@ -98,8 +98,25 @@ def expand(specs: list[str]) -> list[str]:
     return out
 
 
+def check_spec(spec: str) -> None:
+    """Refuse, before anything is written, a model spec that cannot name a model: an unknown zoo level or fusion
+    level, a folder that does not exist."""
+    from pathlib import Path
+
+    if spec.startswith("zoo:"):
+        if spec[4:] not in LEVELS:
+            raise UsageError(f"--model {spec}: unknown zoo level {spec[4:]!r}; use zoo, zoo:L1, zoo:L2 or zoo:L3")
+        return
+    path, _, level = spec.rpartition("@") if "@" in spec else (spec, "", "")
+    if level and level not in LEVELS:
+        raise UsageError(f"--model {spec}: unknown fusion level {level!r} after '@'; use @L1, @L2 or @L3")
+    if path.startswith((".", "/", "~")) and not Path(path).expanduser().exists():
+        raise UsageError(f"--model {spec}: no such checkpoint folder {path}")
+
+
 def load_model(spec: str, placement: Placement | None = None):
     """One model by spec, placed as ``placement`` says (default: auto)."""
+    check_spec(spec)
     placement = placement or Placement()
     device = placement.resolved_device()
     if spec.startswith("zoo:"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mmaudit.report.diagnostics import examples, ocr_summary, recovery_summary, text_diagnostics
+from mmaudit.report.headline import headline
 from mmaudit.report.markdown import write_report
 from mmaudit.report.risk import model_flags, risk_summary
 from mmaudit.report.tables import all_tables, table_rows
@@ -21,6 +22,7 @@ def summarise(store: RunStore, attack_params: dict[str, dict] | None = None, n_b
     summary["ocr"] = ocr_summary(store)
     summary["examples"] = examples(store, attack_params)
     summary["validity"] = clean_validity(store)
+    summary["headline"] = headline(summary)
     summary["bootstrap"] = {"replicates": n_boot, "seed": seed,
                             "resampled": "risk: questions, models fixed; diagnostics: each model's samples"}
     return summary

@@ -12,10 +12,10 @@ from PIL import Image, ImageDraw
 
 from mmaudit.pathways import NAMES, ORDER
 from mmaudit.report import plots
-from mmaudit.report.html import Page, esc, figure, png_uri, read_rgb, runs_html, table
+from mmaudit.report.html import Page, Raw, esc, figure, link, png_uri, read_rgb, runs_html, table
 from mmaudit.report.markdown import INTRO, UNION_NOTE, validity_rows
 from mmaudit.report.risk import wanted
-from mmaudit.report.tables import all_tables
+from mmaudit.report.tables import all_tables, ci, moved_text, pct
 from mmaudit.store import RunStore
 
 PIXEL = ("vis_pgd", "end_pgd", "mantis")
@@ -26,13 +26,26 @@ def _tables(summary: dict) -> str:
     if summary.get("schedule") == "union":
         parts.append(f"<p class=\"warn\">{esc(UNION_NOTE)}</p>")
     for title, head, rows in all_tables(summary):
-        parts.append(f"<h3>{esc(title)}</h3>" + table(head, rows, macro=[r[0].endswith(" models)") for r in rows]))
+        parts.append(f"<h3>{esc(title)}</h3>" + table(head, rows, macro=[" macro (" in r[0] for r in rows]))
     rk = summary.get("ranking")
     if rk:
         parts.append(f"<p>End-PGD vs R+ ranking over {rk['n_models']} models: Spearman ρ {rk['spearman_rho']:.3f}, "
-                     f"Kendall τ-b {rk['kendall_tau_b']:.3f}; {rk['n_moved']} moved three or more places"
+                     f"Kendall τ-b {rk['kendall_tau_b']:.3f}; {rk['n_moved']} moved {moved_text(rk)}"
                      + (f" ({esc(', '.join(rk['moved']))})" if rk["moved"] else "") + ".</p>")
     return "".join(parts)
+
+
+def _headline(summary: dict) -> str:
+    h = summary.get("headline")
+    if not h:
+        return "<p class=\"note\">No headline (a run summarised before the headline existed).</p>"
+    gap = "gap" not in (summary.get("coverage") or {}).get("not_measured", ())
+    rows = [[r["level"], str(r["n_models"]), pct(r["clean"]), ", ".join(str(n) for n in r["n_correct"]), ci(r["r0"]),
+             ci(r["r_plus"]), ci(r["gap"]) if gap else "not measured"] for r in h["levels"]]
+    items = "".join(f"<li>{esc(s)}</li>" for s in h["sentences"])
+    return (f"<div class=\"headline\"><ul class=\"headline-sentences\">{items}</ul>"
+            + table(["level", "models", "clean %", "|C|", "R0 % [95% CI]", "R+ % [95% CI]", "R+ − R0 [95% CI]"], rows)
+            + "</div>")
 
 
 def _validity(summary: dict) -> str:
@@ -45,6 +58,12 @@ def _validity(summary: dict) -> str:
     return (warn + ok + "<p class=\"note\">Every number below is conditioned on the clean-correct set: a clean "
             "accuracy far below what the model scores elsewhere means the model was not shown what its own "
             "pipeline shows it.</p>" + table(head, rows))
+
+
+def with_ci(row: dict, key: str) -> tuple[float, float, float]:
+    """(point, low, high) of a model's statistic; a store summarised before model CIs existed shows none."""
+    lo, hi = row.get(f"{key}_ci") or (row[key], row[key])
+    return row[key], lo, hi
 
 
 def _plots(summary: dict) -> str:
@@ -71,7 +90,7 @@ def _plots(summary: dict) -> str:
         figs.append(figure(plots.slope(names, [m["asr"]["end_pgd"] for m in models],
                                        [m["r_plus"] for m in models], ("End-PGD", "R+"), rk["moved"],
                                        "Who moves: End-PGD rank vs R+ rank"),
-                           f"Rank by End-PGD ASR (left) and by R+ (right); red: moved three or more places "
+                           f"Rank by End-PGD ASR (left) and by R+ (right); red: moved {moved_text(rk)} "
                            f"(Spearman ρ {rk['spearman_rho']:.2f})."))
     rec = summary.get("recovery", {})
     series = {f"{m['model']} ({m['level']})": m["by_layer"] for m in rec.get("models", []) if m.get("by_layer")}
@@ -84,16 +103,16 @@ def _plots(summary: dict) -> str:
         name = NAMES.get(attack, attack)
         rows = d["rug"]["models"]
         figs.append(figure(plots.bars([r["model"] for r in rows],
-                                      {"P_read": [(r["p_read"],) * 3 for r in rows],
-                                       "P_use": [(r["p_use"],) * 3 for r in rows]}, "% of overlays",
-                                      f"RUG, {name}: read vs used"),
+                                      {"P_read": [with_ci(r, "p_read") for r in rows],
+                                       "P_use": [with_ci(r, "p_use") for r in rows]}, "% of overlays",
+                                      f"RUG, {name}: read vs used (95% CI)"),
                            f"{name}: how often the model reads the overlaid text (P_read) and how often its wrong "
-                           "answer uses it (P_use); RUG is the gap."))
+                           "answer uses it (P_use); RUG is the gap. Whiskers: each model's bootstrap CI."))
         rows = d["oar"]["models"]
         figs.append(figure(plots.bars([r["model"] for r in rows],
-                                      {"attacked": [(r["oar"],) * 3 for r in rows],
-                                       "clean (same region)": [(r["oar_clean"],) * 3 for r in rows]}, "OAR",
-                                      f"OAR, {name}: clean vs attacked", scale=1.0, ref=1.0),
+                                      {"attacked": [with_ci(r, "oar") for r in rows],
+                                       "clean (same region)": [with_ci(r, "oar_clean") for r in rows]}, "OAR",
+                                      f"OAR, {name}: clean vs attacked (95% CI)", scale=1.0, ref=1.0),
                            f"{name}: overlay attention ratio on the attacked image and on the same region of the "
                            "clean image (dashed: attention spread evenly, OAR 1)."))
     return f"<div class=\"figs\">{''.join(figs)}</div>" if figs else "<p>No data to plot.</p>"
@@ -185,45 +204,75 @@ def _run(summary: dict, runs: list[dict]) -> str:
     return "".join(parts)
 
 
-def _samples(store: RunStore, params: dict | None, limit: int = 240) -> str:
-    """Every sample (up to ``limit``): its question and reference, and per model the clean answer and the
-    attacks that flipped it."""
+def _flipped(store: RunStore, params: dict | None) -> dict[tuple[str, str], list[dict]]:
+    """(sample, model fingerprint) -> the attack records that flipped it, in attack order."""
+    flips: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in sorted(store.records("attack"), key=lambda r: ORDER.index(r["attack"]) if r["attack"] in ORDER else 9):
+        if r["flipped"] and wanted(r, params):
+            flips[(r["sample"], r["fingerprint"])].append(r)
+    return flips
+
+
+def _samples(store: RunStore, params: dict | None, page: int = 50) -> str:
+    """Every sample: its question and reference, and per model the clean answer and, for each attack that flipped
+    it, the attacked answer with a link to the attacked image."""
     clean: dict[str, dict[str, dict]] = defaultdict(dict)
     models: dict[str, str] = {}
     for r in store.records("clean"):
         clean[r["sample"]][r["fingerprint"]] = r
         models[r["fingerprint"]] = r["model"]
-    flips: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for r in store.records("attack"):
-        if r["flipped"] and wanted(r, params):
-            flips[(r["sample"], r["fingerprint"])].append(NAMES.get(r["attack"], r["attack"]))
+    flips = _flipped(store, params)
     fps = sorted(models, key=lambda f: models[f])
-    ids = sorted(clean)
     rows = []
-    for sid in ids[:limit]:
+    for sid in sorted(clean):
         first = next(iter(clean[sid].values()))
         row = [sid, first.get("family", ""), first.get("question", ""), first.get("reference", "")]
         for fp in fps:
             c = clean[sid].get(fp)
-            row.append("" if c is None else f"{'✓' if c['correct'] else '✗'} {c['answer']}"
-                       + (f" → flipped by {', '.join(flips[(sid, fp)])}" if flips.get((sid, fp)) else ""))
+            if c is None:
+                row.append("")
+                continue
+            parts = [f"{'✓' if c['correct'] else '✗'} {esc(c['answer'])}"] + [
+                f"{esc(NAMES.get(r['attack'], r['attack']))}: {esc(r['answer'])} ({link(r.get('image'), 'image')})"
+                for r in flips.get((sid, fp), [])]
+            row.append(Raw("<br>".join(parts)))
         rows.append(row)
-    more = (f"<p class=\"note\">Showing {limit} of {len(ids)} samples; all are in results.jsonl.</p>"
-            if len(ids) > limit else "")
-    return ("<p class=\"note\">Per model: ✓/✗ the clean answer judged correct, then the attacks that flipped it.</p>"
+    return ("<p class=\"note\">Per model: ✓/✗ the clean answer judged correct, then each attack that flipped it, "
+            "with the attacked answer and its image (a file of the run folder).</p>"
             "<input class=\"filter\" data-target=\"samples-table\" placeholder=\"filter samples (needs script)\">"
-            + more + table(["sample", "family", "question", "reference", *(models[f] for f in fps)], rows,
-                           ident="samples-table"))
+            + table(["sample", "family", "question", "reference", *(models[f] for f in fps)], rows,
+                    ident="samples-table", page=page))
+
+
+def _all_flips(store: RunStore, params: dict | None, page: int = 25) -> str:
+    """Every flip of the run, to page or filter through: model, attack, the sample, both answers, both images."""
+    clean = {(r["fingerprint"], r["sample"]): r for r in store.records("clean")}
+    rows = []
+    for (sid, fp), recs in sorted(_flipped(store, params).items()):
+        c = clean.get((fp, sid), {})
+        for r in recs:
+            rows.append([r["model"], r["level"], NAMES.get(r["attack"], r["attack"]), sid, r.get("question", ""),
+                         r["reference"], c.get("answer", ""), r["answer"], r.get("overlay") or "",
+                         Raw(f"{link(c.get('image'), 'clean')} {link(r.get('image'), 'attacked')}")])
+    if not rows:
+        return "<p>No flips.</p>"
+    return (f"<p class=\"note\">All {len(rows)} flips; type to filter (a model, an attack, a word of the question "
+            "or an answer), page with the buttons.</p>"
+            "<input class=\"filter\" data-target=\"flips-table\" placeholder=\"filter flips (needs script)\">"
+            + table(["model", "level", "attack", "sample", "question", "reference", "clean answer", "attacked answer",
+                     "overlay", "images"], rows, ident="flips-table", page=page))
 
 
 def audit_page(run: Path, summary: dict, runs: list[dict], store: RunStore, params: dict | None) -> str:
     models = summary["models"]
     page = Page("FusionAudit report", f"{len(models)} models · {len({m['level'] for m in models})} levels · "
                 f"{max((m['n'] for m in models), default=0)} questions · run folder {run.name}")
+    page.add("headline", "Headline", _headline(summary))
     page.add("validity", "Validity", _validity(summary))
     page.add("risk", "Residual risk", _tables(summary))
     page.add("plots", "Plots", _plots(summary))
     page.add("gallery", "Galleries", _galleries(run, summary))
+    page.add("flips", "All flips", _all_flips(store, params))
     page.add("oar", "Where the model looks (OAR)", _oar_figure(run, summary))
     page.add("samples", "Samples", _samples(store, params))
     errs = summary["errors"]

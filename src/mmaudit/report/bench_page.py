@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmaudit.errors import InputError
+from mmaudit.errors import FolderError, InputError, json_reason
 from mmaudit.manifest import invocations
 from mmaudit.rag.construct.records import IMAGE_ATTACKS
 from mmaudit.report import plots
@@ -44,7 +44,7 @@ def stack_summaries(run: Path) -> dict[str, dict]:
     try:
         s = json.loads(path.read_text())
     except json.JSONDecodeError as e:
-        raise InputError(str(path), "summary", f"not valid JSON ({e.msg})") from e
+        raise FolderError(str(path), "summary", f"{json_reason(e)}, line {e.lineno}") from e
     if "stacks" in s:
         return s["stacks"]
     judged = run / "evaluation" / "judged"
@@ -104,12 +104,12 @@ def _numbers_plots(name: str, n: dict, summary: dict) -> str:
                        "Image effect = TC_IC − mean TC_IP; text effect = TC_IC − TP_IC (positive: the pollution "
                        "costs support)."))
     dec = n["decisions"]
-    rows = [f"{m} · {g}" for m in sorted(dec) for g in ("TC", "TP") if dec[m].get(g)]
-    shares = [dec[m][g] for m in sorted(dec) for g in ("TC", "TP") if dec[m].get(g)]
+    rows = [f"{m} · {g}" for m in sorted(dec) for g in ("TC", "TP") if dec[m] and dec[m].get(g)]
+    shares = [dec[m][g] for m in sorted(dec) for g in ("TC", "TP") if dec[m] and dec[m].get(g)]
     if rows:
         figs.append(figure(plots.stacked(rows, shares, "Decision distribution per router"),
                            "Share of rows per final route, under clean (TC) and polluted (TP) text."))
-    ra = n["route_accuracy"]
+    ra = {m: v for m, v in n["route_accuracy"].items() if v is not None}
     if ra:
         ms = sorted(ra)
         figs.append(figure(plots.bars(ms, {"overall": [(ra[m]["overall"],) * 3 for m in ms]}, "%",

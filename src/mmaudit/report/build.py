@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mmaudit.errors import InputError
+from mmaudit.errors import FolderError
 from mmaudit.manifest import invocations
 from mmaudit.store import RunStore
 
@@ -27,7 +27,7 @@ def kind_of(run: Path) -> str:
                 audit = audit or '"kind": "clean"' in line
         if audit:
             return "audit"
-    raise InputError(str(run), "run", "not a run folder: no results.jsonl with audit records and no "
+    raise FolderError(str(run), "run", "not a run folder: no results.jsonl with audit records and no "
                      "evaluation/judged files")
 
 
@@ -40,20 +40,30 @@ def found_params(store: RunStore) -> dict[str, dict]:
             seen[r["attack"]].append(r["params"])
     mixed = [a for a, ps in seen.items() if len(ps) > 1]
     if mixed:
-        raise InputError(str(store.path), "params", f"several parameter sets for {', '.join(mixed)} and no run "
+        raise FolderError(str(store.path), "params", f"several parameter sets for {', '.join(mixed)} and no run "
                          "record to say which one the report is about")
     return {a: ps[0] for a, ps in seen.items()}
 
 
-def rebuild_audit(run: Path, n_boot: int | None = None) -> tuple[dict, list[Path]]:
-    from mmaudit.report import summarise, write_report
-    from mmaudit.report.audit_page import audit_page
+def audit_summary(run: Path, n_boot: int | None = None) -> tuple[dict, RunStore, list[dict], dict]:
+    """An audit run's summary from its store alone (nothing written): (summary, store, invocations, params)."""
+    from mmaudit.report import summarise
 
+    if kind_of(run) != "audit":
+        raise FolderError(str(run), "run", "not an audit run folder (no results.jsonl with audit records)")
     store = RunStore(run / "results.jsonl")
     runs = [r for r in invocations(store) if r["command"] == "audit"]
     last = runs[-1]["params"] if runs else {}
     params = last.get("attack_params") or found_params(store)
     summary = summarise(store, params, n_boot=n_boot or last.get("n_boot", 10_000), seed=last.get("seed", 0))
+    return summary, store, runs, params
+
+
+def rebuild_audit(run: Path, n_boot: int | None = None) -> tuple[dict, list[Path]]:
+    from mmaudit.report import write_report
+    from mmaudit.report.audit_page import audit_page
+
+    summary, store, runs, params = audit_summary(run, n_boot)
     md = write_report(summary, run)
     page = run / "report.html"
     page.write_text(audit_page(run, summary, runs, store, params))

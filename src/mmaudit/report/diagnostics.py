@@ -29,12 +29,15 @@ def _by_model(records) -> dict[tuple[str, str, str], list[dict]]:
     return dict(sorted(out.items()))
 
 
-def _table(groups: dict[tuple[str, str], np.ndarray], stats: dict[str, object], n_boot: int, seed: int) -> dict:
-    """Per model and per level, each named statistic of the (n, k) per-sample arrays."""
+def _table(groups: dict[tuple[str, str], np.ndarray], stats: dict[str, object], n_boot: int, seed: int,
+           model_ci: tuple[str, ...] = ()) -> dict:
+    """Per model and per level, each named statistic of the (n, k) per-sample arrays; the statistics named in
+    ``model_ci`` also get each model's own percentile CI (``<name>_ci``: its samples resampled), for plots."""
     models, levels = [], {}
     for (level, model), g in groups.items():
         models.append({"model": model, "level": level, "n": len(g)}
-                      | {k: (f(g) if len(g) else float("nan")) for k, f in stats.items()})
+                      | {k: (f(g) if len(g) else float("nan")) for k, f in stats.items()}
+                      | {f"{k}_ci": list(bootstrap_groups([g], stats[k], n_boot, seed)[1:]) for k in model_ci})
     for level in sorted({lv for lv, _ in groups}):
         gs = [g for (lv, _), g in groups.items() if lv == level]
         levels[level] = {"n_models": len(gs)} | {k: bootstrap_groups(gs, f, n_boot, seed) for k, f in stats.items()}
@@ -55,9 +58,11 @@ def text_diagnostics(store: RunStore, attack_params: dict | None, n_boot: int, s
                 for (lv, m, _), rs in by.items()}
         out[attack] = {
             "rug": _table(rug, {"p_read": _mean(0), "p_use": _mean(1),
-                                "rug": lambda g: float(g[:, 0].mean() - g[:, 1].mean())}, n_boot, seed),
+                                "rug": lambda g: float(g[:, 0].mean() - g[:, 1].mean())}, n_boot, seed,
+                          model_ci=("p_read", "p_use")),
             "oar": _table(oar, {"oar": _mean(0), "oar_clean": _mean(1),
-                                "increase": lambda g: float(g[:, 0].mean() / g[:, 1].mean() - 1)}, n_boot, seed),
+                                "increase": lambda g: float(g[:, 0].mean() / g[:, 1].mean() - 1)}, n_boot, seed,
+                          model_ci=("oar", "oar_clean")),
             "mask_restored": _table(mask, {"rate": _mean(0)}, n_boot, seed),
         }
     return out
@@ -91,19 +96,26 @@ def ocr_summary(store: RunStore) -> dict:
 
 
 def examples(store: RunStore, attack_params: dict | None, per_attack: int = 3) -> dict[str, list[dict]]:
-    """A few flips per attack (first by model, then sample id) with the clean and attacked image and answers."""
+    """A few flips per attack with the clean and attacked image and answers: one per model and attack, and each
+    sample shown once across the gallery while other flips remain to show (the report's "All flips" browser has
+    every flip)."""
     clean = {(r["fingerprint"], r["sample"]): r for r in store.records("clean")}
     out: dict[str, list[dict]] = defaultdict(list)
-    for r in sorted(store.records("attack"), key=lambda r: (r["level"], r["model"], r["sample"])):
-        if not (r["flipped"] and wanted(r, attack_params)) or len(out[r["attack"]]) >= per_attack:
-            continue
-        if any(e["model"] == r["model"] for e in out[r["attack"]]):
-            continue  # one example per model and attack
-        c = clean.get((r["fingerprint"], r["sample"]), {})
-        out[r["attack"]].append({"model": r["model"], "sample": r["sample"], "question": r.get("question", ""),
-                                 "reference": r["reference"], "clean_answer": c.get("answer", ""),
-                                 "clean_image": c.get("image"), "attacked_image": r.get("image"),
-                                 "attacked_answer": r["answer"], "overlay": r.get("overlay"), "box": r.get("box"),
-                                 "eps": r["params"].get("eps"), "linf": r.get("linf"),
-                                 "oar": r.get("oar"), "attention_map": r.get("attention_map")})
+    flips = sorted((r for r in store.records("attack") if r["flipped"] and wanted(r, attack_params)),
+                   key=lambda r: (r["level"], r["model"], r["sample"]))
+    shown: set[str] = set()
+    for distinct in (True, False):  # first samples not shown yet, then whatever fills the gallery
+        for r in flips:
+            if len(out[r["attack"]]) >= per_attack or any(e["model"] == r["model"] for e in out[r["attack"]]):
+                continue
+            if distinct and r["sample"] in shown:
+                continue
+            shown.add(r["sample"])
+            c = clean.get((r["fingerprint"], r["sample"]), {})
+            out[r["attack"]].append({"model": r["model"], "sample": r["sample"], "question": r.get("question", ""),
+                                     "reference": r["reference"], "clean_answer": c.get("answer", ""),
+                                     "clean_image": c.get("image"), "attacked_image": r.get("image"),
+                                     "attacked_answer": r["answer"], "overlay": r.get("overlay"), "box": r.get("box"),
+                                     "eps": r["params"].get("eps"), "linf": r.get("linf"),
+                                     "oar": r.get("oar"), "attention_map": r.get("attention_map")})
     return dict(out)

@@ -32,13 +32,38 @@ document.querySelectorAll('table.sortable th').forEach(function (th) {
       return (x > y ? 1 : x < y ? -1 : 0) * dir; }).forEach(function (tr) { body.appendChild(tr); });
   });
 });
+function paginate(t) {
+  var size = parseInt(t.dataset.page || '0', 10); if (!size) { return; }
+  var rows = Array.from(t.tBodies[0].rows).filter(function (tr) { return !tr.dataset.filtered; });
+  var pages = Math.max(1, Math.ceil(rows.length / size)), p = Math.min(parseInt(t.dataset.at || '0', 10), pages - 1);
+  t.dataset.at = p;
+  Array.from(t.tBodies[0].rows).forEach(function (tr) { tr.hidden = true; });
+  rows.slice(p * size, (p + 1) * size).forEach(function (tr) { tr.hidden = false; });
+  var info = document.getElementById(t.id + '-page'); if (info) { info.textContent = 'page ' + (p + 1) + ' of ' +
+    pages + ' (' + rows.length + ' rows)'; }
+}
 document.querySelectorAll('input.filter').forEach(function (inp) {
   inp.addEventListener('input', function () {
     var q = inp.value.toLowerCase(), t = document.getElementById(inp.dataset.target);
     Array.from(t.tBodies[0].rows).forEach(function (tr) {
-      tr.hidden = q && tr.textContent.toLowerCase().indexOf(q) < 0; });
+      var out = q && tr.textContent.toLowerCase().indexOf(q) < 0;
+      if (out) { tr.dataset.filtered = '1'; } else { delete tr.dataset.filtered; }
+      tr.hidden = out; });
+    t.dataset.at = 0; paginate(t);
   });
 });
+document.querySelectorAll('button.pager').forEach(function (b) {
+  b.addEventListener('click', function () {
+    var t = document.getElementById(b.dataset.target);
+    t.dataset.at = Math.max(0, parseInt(t.dataset.at || '0', 10) + parseInt(b.dataset.step, 10)); paginate(t);
+  });
+});
+document.querySelectorAll('table[data-page]').forEach(paginate);
+var wanted = location.hash.match(/^#filter-([A-Za-z0-9_-]+)=(.*)$/);
+if (wanted) {
+  var box = document.querySelector('input.filter[data-target="' + wanted[1] + '"]');
+  if (box) { box.value = decodeURIComponent(wanted[2]); box.dispatchEvent(new Event('input')); }
+}
 """
 
 STYLE = """
@@ -68,13 +93,28 @@ def esc(x) -> str:
     return "" if x is None else html.escape(str(x), quote=True)
 
 
-def table(head: Sequence[str], rows: Sequence[Sequence], ident: str = "", macro: Sequence[bool] = ()) -> str:
-    """A sortable table; cells are escaped here (pass plain strings)."""
+class Raw(str):
+    """A table cell that is already HTML, built from escaped parts (``esc``, ``link``); never from raw input."""
+
+
+def link(rel: str | None, text: str) -> Raw:
+    """A link to a file of the run folder (relative, so it works where the folder is opened)."""
+    return Raw(f"<a href=\"{esc(rel)}\">{esc(text)}</a>") if rel else Raw("")
+
+
+def table(head: Sequence[str], rows: Sequence[Sequence], ident: str = "", macro: Sequence[bool] = (),
+          page: int = 0) -> str:
+    """A sortable table; cells are escaped here (pass plain strings, or :class:`Raw` HTML); ``page``: rows per
+    page, with pager buttons (needs ``ident``)."""
     body = "".join(("<tr class=\"macro\">" if i < len(macro) and macro[i] else "<tr>")
-                   + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for i, r in enumerate(rows))
-    ident = f' id="{esc(ident)}"' if ident else ""
-    return (f"<table class=\"sortable\"{ident}><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
-            + f"</tr></thead><tbody>{body}</tbody></table>")
+                   + "".join(f"<td>{c if isinstance(c, Raw) else esc(c)}</td>" for c in r) + "</tr>"
+                   for i, r in enumerate(rows))
+    attrs = (f' id="{esc(ident)}"' if ident else "") + (f' data-page="{page}"' if page else "")
+    pager = (f'<div class="pager"><button class="pager" data-target="{esc(ident)}" data-step="-1">previous</button> '
+             f'<span id="{esc(ident)}-page"></span> <button class="pager" data-target="{esc(ident)}" '
+             'data-step="1">next</button></div>') if page and ident else ""
+    return (f"<table class=\"sortable\"{attrs}><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
+            + f"</tr></thead><tbody>{body}</tbody></table>" + pager)
 
 
 def figure(uri: str, caption: str) -> str:

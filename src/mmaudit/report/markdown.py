@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import html
-import json
 import re
 from pathlib import Path
 
+from mmaudit.jsonout import dumps
 from mmaudit.pathways import NAMES
-from mmaudit.report.tables import all_tables, pct
+from mmaudit.report.tables import all_tables, moved_text, pct
 
 INTRO = ("Clean: % of all questions answered correctly. Attack columns (ASR), R0 (union of the baselines Vis-PGD, "
          "End-PGD, Typo-Evid), R+ (union of all attacks), R+ − R0 (the risk the diagnostics expose; its level CI "
@@ -55,8 +55,10 @@ def validity_lines(validity: dict | None) -> list[str]:
 
 
 def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Path:
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    lines = ["# FusionAudit report", "", INTRO.format(**summary["bootstrap"])] + (notes or [])
+    (out / "summary.json").write_text(dumps(summary, indent=2))
+    lines = ["# FusionAudit report", "", "## Headline", ""] + [f"- {md_text(s)}" for s in
+                                                             summary.get("headline", {}).get("sentences", [])]
+    lines += ["", INTRO.format(**summary["bootstrap"])] + (notes or [])
     if summary.get("schedule") == "union":
         lines += ["", UNION_NOTE]
     lines += validity_lines(summary.get("validity"))
@@ -65,7 +67,7 @@ def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Pa
     if summary["ranking"]:
         rk = summary["ranking"]
         lines += ["", f"End-PGD vs R+ ranking over {rk['n_models']} models: Spearman rho {rk['spearman_rho']:.3f}, "
-                  f"Kendall tau-b {rk['kendall_tau_b']:.3f}, {rk['n_moved']} moved three or more places."]
+                  f"Kendall tau-b {rk['kendall_tau_b']:.3f}, {rk['n_moved']} moved {moved_text(rk)}."]
     rec = summary.get("recovery", {})
     for e in rec.get("excluded", []):
         lines += [f"- layer recovery excludes {e['model']} ({e['level']}): {e['reason']}"]

@@ -77,16 +77,21 @@ def bars(groups: Sequence[str], series: dict[str, Sequence[Triple]], ylabel: str
 
 def dumbbell(names: Sequence[str], left: Sequence[float], right: Sequence[float], labels: tuple[str, str],
              title: str) -> str:
-    """Each model's move from one value to another (R0 to R+): the gap the paper is about."""
+    """Each model's move from one value to another (R0 to R+): the gap the paper is about, on an axis from 0 to
+    100 (a zoomed axis would exaggerate it) with the gap written beside each model."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(5.0, 0.35 * len(names) + 1.0))
+    fig, ax = plt.subplots(figsize=(5.4, 0.35 * len(names) + 1.0))
     y = np.arange(len(names))[::-1]
     a, b = np.array(left, float) * 100, np.array(right, float) * 100
     ax.hlines(y, a, b, color="#999", lw=2)
     ax.scatter(a, y, color=COLOURS[0], label=labels[0], zorder=3)
     ax.scatter(b, y, color=COLOURS[3], label=labels[1], zorder=3)
+    for yi, ai, bi in zip(y, a, b):
+        if ai == ai and bi == bi:
+            ax.text(101, yi, f"+{bi - ai:.1f}", va="center", fontsize=7, color="#444")
+    ax.set_xlim(0, 100)
     ax.set_yticks(y, [_short(n) for n in names])
-    ax.set_xlabel("% of the clean-correct set")
+    ax.set_xlabel("% of the clean-correct set (right: R+ − R0, points)")
     ax.set_title(title)
     ax.legend(fontsize=7, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(names) < 4 else -0.15),
               ncol=2)
@@ -95,7 +100,7 @@ def dumbbell(names: Sequence[str], left: Sequence[float], right: Sequence[float]
 
 def slope(names: Sequence[str], left: Sequence[float], right: Sequence[float], labels: tuple[str, str],
           moved: Sequence[str], title: str) -> str:
-    """Ranks under two measures (rank 1 = riskiest); models that move three or more places are drawn red."""
+    """Ranks under two measures (rank 1 = riskiest); models that moved (the caller's threshold) are drawn red."""
     plt = _plt()
     from scipy.stats import rankdata
 
@@ -139,16 +144,16 @@ def heatmap(matrix: np.ndarray, rows: Sequence[str], cols: Sequence[str], title:
     """A labelled heat map with each cell's value written in it."""
     plt = _plt()
     m = np.array(matrix, float)
-    fig, ax = plt.subplots(figsize=(0.7 * len(cols) + 2.5, 0.32 * len(rows) + 1.2))
+    fig, ax = plt.subplots(figsize=(0.8 * len(cols) + 3.0, 0.4 * len(rows) + 1.6))
     im = ax.imshow(np.ma.masked_invalid(m), cmap=cmap, aspect="auto")
-    ax.set_xticks(range(len(cols)), [_short(c, 14) for c in cols], rotation=30, ha="right")
-    ax.set_yticks(range(len(rows)), [_short(r) for r in rows])
+    ax.set_xticks(range(len(cols)), [_short(c, 14) for c in cols], rotation=30, ha="right", fontsize=9)
+    ax.set_yticks(range(len(rows)), [_short(r) for r in rows], fontsize=9)
     for (i, j), v in np.ndenumerate(m):
         if v == v:
-            ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7,
+            ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=9,
                     color="white" if v < np.nanmean(m) else "black")
-    fig.colorbar(im, ax=ax, fraction=0.04)
-    ax.set_title(title)
+    fig.colorbar(im, ax=ax, fraction=0.04).ax.tick_params(labelsize=9)
+    ax.set_title(title, fontsize=11)
     return _uri(fig)
 
 
@@ -177,13 +182,13 @@ def attention_overlay(image: np.ndarray, amap: Sequence[Sequence[float]], box: S
     from matplotlib.patches import Rectangle
 
     h, w = image.shape[:2]
-    fig, ax = plt.subplots(figsize=(2.6, 2.6 * h / max(w, 1) + 0.3))
+    fig, ax = plt.subplots(figsize=(3.4, 3.4 * h / max(w, 1) + 0.4))
     ax.imshow(image)
     hm = ax.imshow(np.array(amap, float), extent=(0, w, h, 0), cmap="inferno", alpha=0.55, interpolation="nearest")
     if box:
         x0, y0, x1, y1 = box
         ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, ec="#00E5FF", lw=1.5))
     ax.set_axis_off()
-    ax.set_title(_short(title, 40), fontsize=7)
-    fig.colorbar(hm, ax=ax, fraction=0.046, pad=0.02).ax.tick_params(labelsize=6)
+    ax.set_title(_short(title, 40), fontsize=10)
+    fig.colorbar(hm, ax=ax, fraction=0.046, pad=0.02).ax.tick_params(labelsize=9)
     return _uri(fig, "png")

@@ -64,16 +64,42 @@ def risk_summary(store: RunStore, attack_params: dict[str, dict] | None, n_boot:
         }
         levels[level]["gap"] = bootstrap_level_ci(group, metrics["r_plus"], n_boot=n_boot, seed=seed,
                                                   minus=metrics["r0"])
+    coverage = suite_coverage(attacks, baselines, enhanced)
+    for row in rows:  # what the run cannot measure is not a 0: null in JSON, "not measured" in tables
+        if "gap" in coverage["not_measured"]:
+            row["gap"] = float("nan")
+        row["delta"] = {e: (float("nan") if f"delta_{e}" in coverage["not_measured"] else v)
+                        for e, v in row["delta"].items()}
+    for m in levels.values():
+        for key in coverage["not_measured"]:
+            if key in m:
+                m[key] = (float("nan"),) * 3
     ranking = None
     if "end_pgd" in attacks and len(rows) > 1:
         ranking = rank_agreement({r["model"]: r["asr"]["end_pgd"] for r in rows},
-                                 {r["model"]: r["r_plus"] for r in rows})
+                                 {r["model"]: r["r_plus"] for r in rows}, moved_by=moved_threshold(len(rows)))
     return {
         "attacks": attacks, "baselines": baselines, "enhanced": {e: list(b) for e, b in enhanced.items()},
-        "models": rows, "levels": levels, "ranking": ranking, "schedule": schedule,
+        "coverage": coverage, "models": rows, "levels": levels, "ranking": ranking, "schedule": schedule,
         "mean_passes": {a: float(np.mean(v)) for a, v in passes.items() if a in ATTACK_COST},
         "edit_failures": {a: n for a, n in failed.items() if n},
     }
 
 
 ATTACK_COST = ("vis_pgd", "end_pgd", "mantis")  # model passes are counted for the gradient attacks
+
+
+def suite_coverage(attacks: list[str], baselines: list[str], enhanced: dict[str, tuple[str, ...]]) -> dict:
+    """Which attacks each union covers and what a partial suite cannot measure: the gap R+ - R0 needs an enhanced
+    attack (without one it is 0 by construction), and an enhanced attack's delta needs all of its baselines."""
+    missing = [a for a in ORDER if a not in attacks]
+    not_measured = [] if any(e in attacks for e in ENHANCED) else ["gap"]
+    not_measured += [f"delta_{e}" for e in ENHANCED if e in attacks and set(ENHANCED[e]) - set(enhanced.get(e, ()))]
+    return {"r0": list(baselines), "r_plus": list(attacks), "missing": missing, "partial": bool(missing),
+            "not_measured": not_measured}
+
+
+def moved_threshold(n_models: int) -> int:
+    """How many places a model must move between the End-PGD and the R+ ranking to count as moved: the paper's 3,
+    scaled down where there are too few models to move that far (n models move at most n - 1 places)."""
+    return max(1, min(3, n_models - 2))

@@ -3,9 +3,9 @@ from the sweep's store; its grid comes from the run record, else from the record
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from mmaudit.jsonout import dumps
 from mmaudit.manifest import invocations
 from mmaudit.report import plots
 from mmaudit.report.html import Page, esc, figure, runs_html, table
@@ -53,7 +53,7 @@ def rebuild_sweep(run: Path) -> tuple[dict, list[Path]]:
     store = RunStore(run / "results.jsonl")
     runs = [r for r in invocations(store) if r["command"] == "audit sweep"]
     s = summarise_sweep(store, sweep_config(store, runs))
-    (run / "sweep.json").write_text(json.dumps(s, indent=2))
+    (run / "sweep.json").write_text(dumps(s, indent=2))
     head, rows = sweep_tables(s)
     title = f"MANTIS ASR % (mean ± std over seeds {s['seeds']})"
     md = run / "report.md"

@@ -22,20 +22,50 @@ def num(x: float, fmt: str = ".2f") -> str:
     return "n/a" if x != x else f"{x:{fmt}}"
 
 
+NOT_MEASURED = "not measured"
+
+
+def models_label(n: int) -> str:
+    return f"{n} model" if n == 1 else f"{n} models"
+
+
+def coverage_note(summary: dict) -> str:
+    """'' for the full suite; else which attacks each union covers and what was not run (a partial suite)."""
+    cov = summary.get("coverage") or {}
+    if not cov.get("partial"):
+        return ""
+    names = lambda attacks: ", ".join(NAMES.get(a, a) for a in attacks) or "none"  # noqa: E731
+    return (f"partial suite: R0 covers {names(cov['r0'])}; R+ covers {names(cov['r_plus'])}; not run: "
+            f"{names(cov['missing'])}" + ("; R+ − R0 and δ where their attacks are missing: not measured"
+                                          if cov["not_measured"] else ""))
+
+
+def _cell(summary: dict, key: str, value, fmt) -> str:
+    return NOT_MEASURED if key in (summary.get("coverage") or {}).get("not_measured", ()) else fmt(value)
+
+
 def table_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
+    """Table 1's model rows: clean accuracy, |C|, each attack's ASR, R0, R+, the gap and each δ (points)."""
     attacks, enhanced = summary["attacks"], list(summary["enhanced"])
-    head = ["model", "level", "clean", "|C|"] + [NAMES.get(a, a) for a in attacks] + ["R0", "R+", "R+ − R0"] + \
-        [f"δ {NAMES.get(e, e)}" for e in enhanced]
+    star = "*" if (summary.get("coverage") or {}).get("partial") else ""
+    head = ["model", "level", "clean", "|C|"] + [NAMES.get(a, a) for a in attacks] + \
+        [f"R0{star}", f"R+{star}", "R+ − R0"] + [f"δ {NAMES.get(e, e)}" for e in enhanced]
     rows = []
     for r in summary["models"]:
         rows.append([r["model"], r["level"], pct(r["clean_acc"]), str(r["n_correct"])]
-                    + [pct(r["asr"][a]) for a in attacks] + [pct(r["r0"]), pct(r["r_plus"]), pct(r["gap"])]
-                    + [pct(r["delta"][e]) for e in enhanced])
-    for level, m in summary["levels"].items():
-        rows.append([f"{level} macro ({m['n_models']} models)", level, "", ""]
-                    + [ci(m[f"asr_{a}"]) for a in attacks] + [ci(m["r0"]), ci(m["r_plus"]), ci(m["gap"])]
-                    + [ci(m[f"delta_{e}"]) for e in enhanced])
+                    + [pct(r["asr"][a]) for a in attacks] + [pct(r["r0"]), pct(r["r_plus"])]
+                    + [_cell(summary, "gap", r["gap"], pct)]
+                    + [_cell(summary, f"delta_{e}", r["delta"][e], pct) for e in enhanced])
     return head, rows
+
+
+def level_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
+    """The level macros, one column per level (so CIs fit a terminal): mean over the level's models, 95% CI."""
+    attacks, enhanced, levels = summary["attacks"], list(summary["enhanced"]), summary["levels"]
+    keys = [(f"asr_{a}", NAMES.get(a, a)) for a in attacks] + [("r0", "R0"), ("r_plus", "R+"), ("gap", "R+ − R0")] \
+        + [(f"delta_{e}", f"δ {NAMES.get(e, e)}") for e in enhanced]
+    head = ["metric"] + [f"{lv} ({models_label(m['n_models'])})" for lv, m in levels.items()]
+    return head, [[label] + [_cell(summary, key, m[key], ci) for m in levels.values()] for key, label in keys]
 
 
 def _two_part(table: dict, cols: list[tuple[str, str, str]]) -> list[list[str]]:
@@ -45,7 +75,7 @@ def _two_part(table: dict, cols: list[tuple[str, str, str]]) -> list[list[str]]:
         rows.append([r["model"], r["level"], str(r["n"])]
                     + [pct(r[k]) if kind == "pct" else num(r[k]) for k, kind, _ in cols])
     for level, m in table["levels"].items():
-        rows.append([f"{level} macro ({m['n_models']} models)", level, ""]
+        rows.append([f"{level} macro ({models_label(m['n_models'])})", level, ""]
                     + [ci(m[k]) if kind == "pct" else ci(m[k], 1.0, ".2f") for k, kind, _ in cols])
     return rows
 
@@ -78,5 +108,20 @@ def diagnostic_tables(summary: dict) -> list[Table]:
 
 
 def all_tables(summary: dict) -> list[Table]:
+    note = coverage_note(summary)
     head, rows = table_rows(summary)
-    return [("FusionAudit: % of each model's clean-correct set", head, rows)] + diagnostic_tables(summary)
+    lhead, lrows = level_rows(summary)
+    suffix = f" ({note})" if note else ""
+    return [(f"FusionAudit: % of each model's clean-correct set{suffix}", head, rows),
+            (f"Level macros: % of C, mean over each level's models, 95% CI{' (partial suite)' if note else ''}",
+             lhead, lrows)] + \
+        diagnostic_tables(summary)
+
+
+def moved_text(ranking: dict) -> str:
+    """'three or more places', or the scaled-down threshold with the reason (few models cannot move three)."""
+    k = ranking.get("moved_by", 3)
+    if k == 3:
+        return "three or more places"
+    n = ranking["n_models"]
+    return f"{k} or more places (the paper counts three; {n} models can move at most {n - 1})"

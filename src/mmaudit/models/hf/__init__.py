@@ -5,6 +5,8 @@ from __future__ import annotations
 from importlib import import_module
 from pathlib import Path
 
+from mmaudit.errors import UsageError
+
 # model_type -> (adapter "module:Class", PIL image processor "module:Class"); the PIL processors
 # need no torchvision, and the adapters redo their work in torch.
 _QWEN_IP = "transformers.models.qwen2_vl.image_processing_pil_qwen2_vl:Qwen2VLImageProcessorPil"
@@ -66,9 +68,15 @@ def load_hf(path: str | Path, level: str | None = None, dtype: str = "auto", dev
     entry = check_supported(str(path))
     if entry is not None:
         path, level = entry.hub_id, level or entry.level
-    family = AutoConfig.from_pretrained(path).model_type
+    try:
+        family = AutoConfig.from_pretrained(path).model_type
+    except (OSError, ValueError) as e:  # offline, unknown id, a folder without a config
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"--model {path}: not a local checkpoint folder, and it could not be loaded from the "
+                         f"Hugging Face hub ({reason}); check the id, or download the checkpoint and pass its "
+                         "folder (offline? set HF_HUB_OFFLINE=1 to skip the hub)") from None
     if family not in FAMILIES:
-        raise NotImplementedError(f"model family {family!r} is not supported yet (supported: {sorted(FAMILIES)})")
+        raise UsageError(f"--model {path}: model family {family!r} has no adapter (supported: {sorted(FAMILIES)})")
     adapter, processor = (_load(s) for s in FAMILIES[family])
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, device_map=device_map)
     extra: dict = {"max_pixels": max_pixels} if max_pixels and family in QWEN else {}

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mmaudit.errors import UsageError
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -53,8 +55,8 @@ PAPER_MODELS: tuple[Entry, ...] = (
 BY_NAME = {e.name.lower(): e for e in PAPER_MODELS} | {e.hub_id.lower(): e for e in PAPER_MODELS}
 
 
-class NotSupportedYet(NotImplementedError):
-    pass
+class NotSupportedYet(UsageError, NotImplementedError):
+    """A paper model without a working adapter here."""
 
 
 def lookup(spec: str) -> Entry | None:

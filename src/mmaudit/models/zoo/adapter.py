@@ -15,6 +15,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from mmaudit.data.render import SIZE
+from mmaudit.errors import UsageError
 from mmaudit.models.vlm import AnswerScores, PatchGrid, capture_hidden, check_batch, replace_hidden
 from mmaudit.models.zoo.arch import LEVELS, ZooConfig, ZooVLM
 from mmaudit.models.zoo.tokenizer import ZooTokenizer
@@ -173,7 +174,7 @@ def model_card(level: str, weights: Path | None = None) -> dict:
 def load_zoo(level: str = "L2", device: str | torch.device = "cpu", weights: Path | None = None) -> ZooAdapter:
     """Build a shipped zoo model offline from its safetensors and model card."""
     if level not in LEVELS:
-        raise ValueError(f"unknown zoo level {level!r}; choose from {LEVELS}")
+        raise UsageError(f"unknown zoo level {level!r}; choose from {', '.join(LEVELS)}")
     base = weights_dir(weights)
     path = base / f"{level}.safetensors"
     if not path.exists():

@@ -300,6 +300,8 @@ def build_benchmark(inputs: list[QuestionInput | InputError], out: Path, cfg: Bu
         cap = cap_of(cfg.limit, q.dataset)
         if cap is not None and kept[q.dataset] >= cap:  # the evaluation cap: usable but not selected
             not_selected += 1
+            if progress:  # a question passed over still moves the bar: it ends at its total
+                progress("building questions", n, len(valid))
             continue
         fams = families[(q.dataset, q.qid)]
         key = key_of(kind="question", qid=q.qid, dataset=q.dataset, question=q.question, families=fams,

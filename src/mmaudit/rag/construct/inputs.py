@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from mmaudit.data.images import inside, load_rgb
-from mmaudit.errors import InputError
+from mmaudit.errors import InputError, json_reason
 from mmaudit.rag.construct.records import TextEvidence
 
 
@@ -86,7 +86,7 @@ def read_questions(path: Path) -> list[QuestionInput | InputError]:
                 false_caption=d.get("false_caption", ""), false_claim=d.get("false_claim", ""),
                 false_target=d.get("false_target", "")))
         except json.JSONDecodeError as e:
-            out.append(InputError(where, "line", f"not JSON: {e.msg}"))
+            out.append(InputError(where, "line", json_reason(e)))
         except InputError as e:
             out.append(e)
         except KeyError as e:

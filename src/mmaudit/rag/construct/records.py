@@ -14,13 +14,13 @@ release and exporting it again round-trips every field.
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mmaudit.errors import InputError
+from mmaudit.jsonout import dumps
 
 TEXT_FAMILIES = ("Unambiguous", "Conflicting", "Misleading", "Fabricated")
 IMAGE_ATTACKS = ("caption_flip", "entity_swap", "semantic_entity_rewrite", "figstep_typography",
@@ -115,7 +115,7 @@ def write_rows(rows: Iterable[RegimeRow], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
         for r in rows:
-            f.write(json.dumps(r.model_dump(mode="json"), ensure_ascii=False) + "\n")
+            f.write(dumps(r.model_dump(mode="json"), ensure_ascii=False) + "\n")
     return path
 
 

@@ -9,11 +9,11 @@ with the release row by row.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from mmaudit.jsonout import dumps
 from mmaudit.rag.construct.records import RegimeRow
 from mmaudit.rag.evaluate import routers
 
@@ -64,7 +64,7 @@ def choice_records(i: int, decisions: dict, parts: dict) -> dict[str, dict]:
 
 def _write(path: Path, recs: list[dict]) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
+    path.write_text("".join(dumps(r, ensure_ascii=False) + "\n" for r in recs))
     return str(path)
 
 

@@ -16,7 +16,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from mmaudit.errors import InputError
+from mmaudit.errors import FolderError, InputError, json_reason
+from mmaudit.jsonout import dumps
 from mmaudit.rag.evaluate import routers
 from mmaudit.rag.evaluate.release_out import POLICY, RESOLVER_OF, gated_record
 
@@ -35,7 +36,7 @@ def choices_root(path: Path) -> Path:
     for cand in (path / "evaluation" / "choices", path / "choices", path):
         if cand.is_dir() and any(cand.glob("*/*/*.choices*.jsonl")):
             return cand
-    raise InputError(str(path), "choices", "no <stack>/<dataset>/<method>_<n>.choices.jsonl files under it")
+    raise FolderError(str(path), "choices", "no <stack>/<dataset>/<method>_<n>.choices.jsonl files under it")
 
 
 def read_choices(path: Path) -> dict:
@@ -46,7 +47,7 @@ def read_choices(path: Path) -> dict:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
-            raise InputError(f"{path.name}:{n}", "line", f"not valid JSON ({e.msg})") from e
+            raise InputError(f"{path.name}:{n}", "line", json_reason(e)) from e
         if not isinstance(rec, dict) or "row_id" not in rec:
             raise InputError(f"{path.name}:{n}", "row_id", "missing")
         rows[rec["row_id"]] = rec
@@ -138,7 +139,7 @@ def replay(path: Path, out: Path, policies: dict[str, str] | None = None) -> dic
             n = names.get(m, (None, n_default))[1]
             target = out / "evaluation" / "choices" / stack / ds / f"{m}_{n}.choices.jsonl"
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+            target.write_text("".join(dumps(r, ensure_ascii=False) + "\n" for r in rows))
             written.append(str(target))
             keys = OUTPUT_FIELDS.get(m, ())
             checked = [(rid, src[rid]) for rid in recs if rid in src and all(k in src[rid] for k in keys)]

@@ -13,12 +13,12 @@ model call goes through the chat model's request cache, so a killed run resumes.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mmaudit.errors import InputError
+from mmaudit.errors import FolderError
+from mmaudit.jsonout import dumps
 from mmaudit.models.chat import FailedReply
 from mmaudit.rag.construct.records import RegimeRow, read_rows
 from mmaudit.rag.evaluate import routers
@@ -41,7 +41,7 @@ def load_rows(folder: Path, limit: int | None = None) -> list[RegimeRow]:
     rows = [r for f in sorted(folder.glob("*_qimg7_mm_regimes_*.jsonl")) for r in read_rows(f)
             if isinstance(r, RegimeRow)]
     if not rows:
-        raise InputError(str(folder), "rows", "no QIMG-7 rows (<dataset>_qimg7_mm_regimes_<n>.jsonl) to evaluate")
+        raise FolderError(str(folder), "rows", "no QIMG-7 rows (<dataset>_qimg7_mm_regimes_<n>.jsonl) to evaluate")
     if limit is not None:
         keep = sorted({(r.dataset, str(r.qid)) for r in rows})[:limit]
         rows = [r for r in rows if (r.dataset, str(r.qid)) in set(keep)]
@@ -143,7 +143,7 @@ def write_judged(rows: Sequence[RegimeRow], decisions: dict, verdicts: dict, err
                                                              (None, None, False, ""))
                     if err is not None:
                         label, score, parsed, raw = None, None, False, ""
-                    f.write(json.dumps({"row_id": r.row_id, "qid": r.qid, "dataset": r.dataset, "regime": r.regime,
+                    f.write(dumps({"row_id": r.row_id, "qid": r.qid, "dataset": r.dataset, "regime": r.regime,
                                         "question": r.question,
                                         "image_pollution_type": r.image_pollution_type, "baseline": m,
                                         "answer": d.answer, "route": d.route, "decision_raw": d.raw,

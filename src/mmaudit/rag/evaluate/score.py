@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmaudit.errors import InputError
+from mmaudit.errors import FolderError, InputError, json_reason
 
 LABEL_SCORES = {"supported": 1.0, "partially_supported": 0.5, "uncertain": 0.25, "unsupported": 0.0}
 
@@ -23,14 +23,14 @@ def judged_files(root: Path, stack: str | None = None) -> dict[str, list[Path]]:
     """``root/evaluation/judged/<stack>/<dataset>/*.judged*.jsonl`` grouped by dataset."""
     base = root / "evaluation" / "judged"
     if not base.is_dir():
-        raise InputError(str(root), "judged", f"no folder {base}")
+        raise FolderError(str(root), "judged", f"no folder {base}")
     stacks = sorted(p.name for p in base.iterdir() if p.is_dir())
     if stack is None:
         if len(stacks) != 1:
-            raise InputError(str(root), "stack", f"choose one of {stacks} with --stack")
+            raise FolderError(str(root), "stack", f"choose one of {stacks} with --stack")
         stack = stacks[0]
     if stack not in stacks:
-        raise InputError(str(root), "stack", f"{stack!r} not found; stacks: {stacks}")
+        raise FolderError(str(root), "stack", f"{stack!r} not found; stacks: {stacks}")
     out: dict[str, list[Path]] = {}
     for d in sorted((base / stack).iterdir()):
         files = sorted(d.glob("*.judged*.jsonl"))
@@ -58,7 +58,7 @@ def load_rows(files: list[Path]) -> dict[str, list[dict]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise InputError(where, "line", f"not valid JSON ({e.msg})") from e
+                raise InputError(where, "line", json_reason(e)) from e
             for key in ("qid", "regime", "baseline"):
                 if key not in row:
                     raise InputError(where, key, "missing")

@@ -42,10 +42,22 @@ def channel_isolation(per: dict[str, dict[str, list[dict]]]) -> dict[str, dict[s
     return out
 
 
-def decisions(per: dict[str, dict[str, list[dict]]]) -> dict[str, dict[str, dict[str, float]]]:
-    """Share of each route under clean and polluted text (Table 14)."""
-    out = {}
+NOT_AVAILABLE = "not available (the judged files carry no route fields)"
+
+
+def has_routes(by: dict[str, list[dict]]) -> bool:
+    """Whether a method's judged rows say which route they took (a layout rebuilt from per-regime results may
+    not: then its decisions and route accuracy are not available, rather than 100% of nothing)."""
+    return any(r.get("route") for rows in by.values() for r in rows)
+
+
+def decisions(per: dict[str, dict[str, list[dict]]]) -> dict[str, dict[str, dict[str, float]] | None]:
+    """Share of each route under clean and polluted text (Table 14); None where the rows carry no route."""
+    out: dict[str, dict[str, dict[str, float]] | None] = {}
     for m, by in per.items():
+        if not has_routes(by):
+            out[m] = None
+            continue
         counts: dict[str, defaultdict] = {"TC": defaultdict(int), "TP": defaultdict(int)}
         for rows in by.values():
             for r in rows:
@@ -74,9 +86,12 @@ def route_accuracy(per: dict[str, dict[str, list[dict]]], ties: str = "any") -> 
             best = max(s.values())
             tied = [b for b in BRANCH_METHODS if s[b] == best]
             oracle[k] = set(tied) if ties == "any" else {tied[0]}
-    out = {}
+    out: dict[str, dict[str, float] | None] = {}
     for m, by in per.items():
         if m in BRANCH_METHODS:
+            continue
+        if not has_routes(by):
+            out[m] = None
             continue
         per_ds = {ds: [route_source(r.get("route", "")) in oracle[(ds, str(r["qid"]), r["regime"])]
                        for r in rows if (ds, str(r["qid"]), r["regime"]) in oracle] for ds, rows in by.items()}
@@ -132,11 +147,12 @@ def bench_tables(root: Path, stack: str | None, n_boot: int, seed: int,
                 [[m] + [pct(ch[m][k]) for k in keys] for m in sorted(ch)]))
     dec = n["decisions"]
     out.append(("Decisions (% of rows per route, clean / polluted text)", ["method", "TC", "TP"],
-                [[m] + [", ".join(f"{k} {pct(v)}" for k, v in dec[m][g].items()) for g in ("TC", "TP")]
-                 for m in sorted(dec)]))
+                [[m] + ([", ".join(f"{k} {pct(v)}" for k, v in dec[m][g].items()) for g in ("TC", "TP")]
+                        if dec[m] is not None else [NOT_AVAILABLE, ""]) for m in sorted(dec)]))
     ra = n["route_accuracy"]
-    datasets = sorted({ds for v in ra.values() for ds in v if ds != "overall"})
+    datasets = sorted({ds for v in ra.values() if v for ds in v if ds != "overall"})
     out.append(("Route accuracy: the route is the oracle's best branch (%; ties: any best branch)",
                 ["method", *datasets, "overall"],
-                [[m] + [pct(ra[m].get(ds, float("nan"))) for ds in (*datasets, "overall")] for m in sorted(ra)]))
+                [[m] + ([pct(ra[m].get(ds, float("nan"))) for ds in (*datasets, "overall")] if ra[m] is not None
+                        else [NOT_AVAILABLE] + [""] * len(datasets)) for m in sorted(ra)]))
     return out
