@@ -38,7 +38,7 @@ def test_bad_rows_are_recorded_and_counted(tmp_path):
     (data / "samples.jsonl").write_text("\n".join(rows) + "\n")
     out = run("--data", str(data / "samples.jsonl"), "--steps", "3", "--attacks", "end_pgd", "--out",
               str(tmp_path / "run"))
-    assert "2 samples could not be audited" in out
+    assert "2 errors (samples that could not be audited" in out
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert {(e["sample"], e["field"]) for e in summary["errors"]} == {("bad-image", "image"), ("no-ref", "answer")}
     report = (tmp_path / "run" / "report.md").read_text()

@@ -17,7 +17,8 @@ from mmaudit.data.synthetic import FAMILIES, synthetic_set
 # Each payload, if it ever ran, would mark the page's <body>; the browser test looks for the marks.
 ID_PAYLOAD = '<img src=x onerror="document.body.dataset.pwned=1">|`'
 QUESTION_PAYLOAD = "<script>document.body.dataset.pwned=2</script> | what?"
-SECTIONS_AUDIT = ("headline", "validity", "risk", "plots", "gallery", "flips", "oar", "samples", "errors", "run")
+SECTIONS_AUDIT = ("headline", "validity", "risk", "plots", "gallery", "flips", "transfer", "oar", "samples", "errors",
+                  "run")
 SECTIONS_BENCH = ("tables-echo", "plots-echo", "rows-echo", "images", "run")
 
 

@@ -17,7 +17,7 @@ Definitions (paper, "Pathway-conditioned risk" and "Experimental Setup"):
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats as sps
@@ -32,6 +32,7 @@ class ModelFlags:
     questions: list[str]
     correct: np.ndarray  # (Q,) bool
     flipped: dict[str, np.ndarray]  # attack -> (Q,) bool, False outside C
+    not_run: dict[str, str] = field(default_factory=dict)  # attack -> why it could not run on this model
 
     def __post_init__(self) -> None:
         for a, f in self.flipped.items():
@@ -60,13 +61,15 @@ def model_summary(flags: ModelFlags, baselines, enhanced: dict[str, tuple[str, .
         "n": len(c),
         "clean_acc": float(c.mean()) if len(c) else float("nan"),
         "n_correct": int(c.sum()),
-        "asr": {a: rate(f, c) for a, f in flags.flipped.items()},
+        "asr": {a: float("nan") if a in flags.not_run else rate(f, c) for a, f in flags.flipped.items()},
         "r0": rate(union(flags, baselines), c),
         "r_plus": rate(union(flags, flags.flipped), c),
-        "delta": {e: rate(flags.flipped[e] & ~union(flags, base), c)
+        "delta": {e: float("nan") if e in flags.not_run else rate(flags.flipped[e] & ~union(flags, base), c)
                   for e, base in enhanced.items() if e in flags.flipped},
     }
     out["gap"] = out["r_plus"] - out["r0"]
+    if flags.not_run:
+        out["not_run"] = dict(flags.not_run)
     return out
 
 

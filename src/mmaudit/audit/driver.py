@@ -21,6 +21,7 @@ from mmaudit.data.sample import Sample
 from mmaudit.errors import InputError
 from mmaudit.judge.match import Judge
 from mmaudit.models.vlm import VLM
+from mmaudit.pathways.pixel import ATTACKS as PIXEL_ATTACKS
 from mmaudit.pathways.text.evidence import ocr_evidence
 from mmaudit.store import RunStore, key_of
 
@@ -35,6 +36,16 @@ def record_errors(store: RunStore, errors: list[InputError]) -> None:
     )
 
 
+NO_GRADIENTS = "black-box target: no gradients"
+
+
+def not_run(meta: dict, attack: str, params: dict, reason: str) -> dict:
+    """The record that says an attack could not run on a model (its cells read n/a, never 0)."""
+    return {"kind": "not_run", "key": key_of(kind="not_run", model=meta["fingerprint"], attack=params),
+            "model": meta["model"], "level": meta["level"], "fingerprint": meta["fingerprint"], "attack": attack,
+            "params": params, "reason": reason}
+
+
 def write_files(out: Path, files: dict[str, bytes]) -> None:
     """Each file once, whole (written aside, then renamed into place)."""
     for rel, data in files.items():
@@ -47,31 +58,47 @@ def write_files(out: Path, files: dict[str, bytes]) -> None:
         tmp.replace(path)
 
 
-def drive(executor: Executor, plan: AuditPlan, out: Path, errors: list[InputError] | None = None,
-          progress: Progress | None = None) -> RunStore:
-    """Run what the plan says is left to do, unit by unit; every finished unit goes to the store at once."""
-    out = Path(out)
-    store = RunStore(out / "results.jsonl")
-    record_errors(store, errors or [])
+def unit_runner(executor: Executor, store: RunStore, out: Path, progress: Progress | None):
+    """``run(model, units, label, extra)``: the units not yet in the store, on that model, each result written as it
+    comes (files, then records); ``extra(unit)`` gives a unit's further arguments when it is about to be sent."""
 
     def run(model: int, units: list[Unit], label: str, extra=lambda u: ()) -> None:
         todo = [u for u in units if not all(k in store for k in u.keys)]
         done = len(units) - len(todo)
         if progress:
             progress(label, done, len(units))
-        for result in executor.run(model, [(u, extra(u)) for u in todo]):
+        for result in executor.run(model, ((u, extra(u)) for u in todo)):
             write_files(out, result.files)
             store.put_many(result.records)
             done += 1
             if progress:
                 progress(label, done, len(units))
 
+    return run
+
+
+def start_model(run, store: RunStore, plan: AuditPlan, k: int, meta: dict) -> tuple[str, str]:
+    """A model's record (where and how it ran) and its clean pass, which every later stage reads: (fp, name)."""
+    fp = meta["fingerprint"]
+    store.put({"kind": "model", "key": key_of(kind="model", model=fp, settings=meta)} | meta)
+    run(k, plan.clean_units(fp), f"{meta['model']} clean")
+    return fp, meta["model"]
+
+
+def drive(executor: Executor, plan: AuditPlan, out: Path, errors: list[InputError] | None = None,
+          progress: Progress | None = None) -> RunStore:
+    """Run what the plan says is left to do, unit by unit; every finished unit goes to the store at once."""
+    out = Path(out)
+    store = RunStore(out / "results.jsonl")
+    record_errors(store, errors or [])
+    run = unit_runner(executor, store, out, progress)
     try:
         for k, meta in enumerate(executor.metas()):
-            fp, name = meta["fingerprint"], meta["model"]
-            store.put({"kind": "model", "key": key_of(kind="model", model=fp, settings=meta)} | meta)
-            run(k, plan.clean_units(fp), f"{name} clean")
+            fp, name = start_model(run, store, plan, k, meta)
             for attack in plan.attacks:
+                if meta.get("black_box") and attack in PIXEL_ATTACKS:
+                    store.put(not_run(meta, attack, plan.params[attack], NO_GRADIENTS))
+                    continue
                 run(k, plan.attack_units(fp, attack, store), f"{name} {attack}", lambda u: (plan.params[u.attack],))
             if plan.recovery and key_of(kind="recovery_excluded", model=fp) not in store:
                 pairs = plan.recovery_units(fp, store)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 import torch
@@ -29,6 +29,7 @@ from mmaudit.audit.units import (
     pixel_attack_unit,
     recovery_unit,
     text_attack_unit,
+    transfer_unit,
 )
 from mmaudit.data.sample import Sample
 from mmaudit.judge.match import Judge
@@ -40,7 +41,7 @@ class Executor(Protocol):
         """Per model: name, level and fingerprint."""
         ...
 
-    def run(self, model: int, units: list[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
+    def run(self, model: int, units: Iterable[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
         """Run (unit, extra arguments) pairs on a model, yielding results in order."""
         ...
 
@@ -114,6 +115,9 @@ class Worker:
         if unit.method == "recovery":
             (adversarial,) = extra
             return recovery_unit(self.vlm, chunk, adversarial, self.judge, self.cfg)
+        if unit.method == "transfer":
+            images, source, paths = extra
+            return transfer_unit(self.vlm, chunk, keys, images, source, paths, self.judge)
         atk = make_attack(unit.attack, self.cfg, self.judge)
         params = extra[0]
         if unit.attack in TEXT_ATTACKS:
@@ -131,8 +135,8 @@ class LocalExecutor:
     def metas(self) -> list[dict]:
         return [w.meta() for w in self.workers]
 
-    def run(self, model: int, units: list[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
-        for unit, extra in units:
+    def run(self, model: int, units: Iterable[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
+        for unit, extra in units:  # lazily: a unit's images are read when it is about to run
             yield self.workers[model].run(unit, *extra)
 
     def close(self) -> None:
@@ -188,7 +192,7 @@ class RayExecutor:
     def metas(self) -> list[dict]:
         return self.ray.get([group[0].meta.remote() for group in self.actors])
 
-    def run(self, model: int, units: list[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
+    def run(self, model: int, units: Iterable[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
         from ray.util import ActorPool
 
         pool = ActorPool(self.actors[model])

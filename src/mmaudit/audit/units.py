@@ -1,4 +1,4 @@
-"""The audit's units of work: clean pass, a pixel attack, a text attack, layer recovery, over one chunk.
+"""The audit's units of work: clean pass, a pixel attack, a text attack, layer recovery, transfer, over one chunk.
 
 A unit runs on a loaded model and returns its records together with the PNG
 files they name (run-folder path -> bytes). Units never touch the run folder:
@@ -23,6 +23,7 @@ from mmaudit.audit.plan import recovery_keys
 from mmaudit.data.sample import Sample, sample_fingerprint
 from mmaudit.errors import InputError
 from mmaudit.judge.match import Judge
+from mmaudit.models.blackbox import failed, reply_problem
 from mmaudit.models.vlm import VLM, pixels
 from mmaudit.pathways.diagnostics.recovery import recover, unsupported
 from mmaudit.pathways.text import Edit
@@ -72,6 +73,8 @@ def model_settings(vlm: VLM) -> dict:
     """Where and how a model ran: device, precision, the GPU's name (and an adapter's own settings)."""
     import torch
 
+    if getattr(vlm, "black_box", False):
+        return {"device": vlm.device, "dtype": None, "gpu": None} | vlm.settings()
     device = torch.device(vlm.device)
     dtype = getattr(vlm, "dtype", torch.float32)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
@@ -86,13 +89,16 @@ def clean_unit(vlm: VLM, chunk: list[Sample], keys: list[str], judge: Judge, ref
     answers = vlm.generate(pixels([s.image for s in chunk]), [s.prompt for s in chunk], MAX_NEW_TOKENS)
     files = {f"clean/{sample_fingerprint(s)}.png": png_bytes(s.image, f"sample {s.id!r}") for s in chunk}
     records = []
+    black_box = getattr(vlm, "black_box", False)
     for s, a, k in zip(chunk, answers, keys):
-        right = bool(judge.correct(a, s))
+        right = bool(judge.correct(a, s)) and not failed(a)  # no reply is no answer: out of C, counted
         mode = {"reference_mode": "self", "label_correct": right} if reference == "self" else {}
+        problem = reply_problem(a) if black_box else None
         records.append({"kind": "clean", "key": k, **model_fields(vlm), "sample": s.id, "family": s.family,
                         "answer_type": s.answer_type, "reference": s.answer, "question": s.question,
                         **prompt_field(s), "answer": a, "correct": bool(a.strip()) if mode else right,
-                        "image": f"clean/{sample_fingerprint(s)}.png"} | mode)
+                        "image": f"clean/{sample_fingerprint(s)}.png"} | mode
+                       | ({"reply_error": problem, "failed": failed(a)} if problem else {}))
     return UnitResult(records, files)
 
 
@@ -152,6 +158,24 @@ def text_attack_unit(vlm: VLM, attack, chunk: list[Sample], keys: list[str], edi
     records = [base_record(vlm, s, key, attack.name, params) | res | {"image": path, "passes": 0}
                for s, key, res, (_, path, _) in zip(chunk, keys, results, got)]
     return UnitResult(records, {path: data for _, path, data in got if path is not None})
+
+
+def transfer_unit(vlm: VLM, chunk: list[Sample], keys: list[str], images: list[np.ndarray], source: dict,
+                  paths: list[str], judge: Judge) -> UnitResult:
+    """Another model's saved adversarial images (``source``: its model, fingerprint, attack and parameters) shown
+    to this one with the same prompt; a flip is judged as any other, on this model's own clean-correct set."""
+    answers = vlm.generate(pixels(images), [s.prompt for s in chunk], MAX_NEW_TOKENS)
+    black_box = getattr(vlm, "black_box", False)
+    records = []
+    for s, key, a, path in zip(chunk, keys, answers, paths):
+        problem = reply_problem(a) if black_box else None
+        records.append({"kind": "transfer", "key": key, **model_fields(vlm), "sample": s.id, "family": s.family,
+                        "source": source["model"], "source_fingerprint": source["fingerprint"],
+                        "attack": source["attack"], "params": source["params"], "image": path,
+                        "reference": s.answer, "question": s.question, **prompt_field(s), "answer": a,
+                        "flipped": not judge.correct(a, s) and not failed(a)}
+                       | ({"reply_error": problem} if problem else {}) | ({"error": problem} if failed(a) else {}))
+    return UnitResult(records)
 
 
 def recovery_unit(vlm: VLM, chunk: list[Sample], adversarial: list[np.ndarray], judge: Judge,

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from mmaudit.cli.common import console, flag, print_table, progress_bar, progress_callback, wait_option
+from mmaudit.cli.common import (
+    console,
+    flag,
+    parse_price,
+    print_table,
+    progress_bar,
+    progress_callback,
+    wait_option,
+)
 from mmaudit.errors import UsageError
 from mmaudit.jsonout import dumps
 from mmaudit.manifest import Invocation, command_params
@@ -25,16 +33,6 @@ def parse_budgets(text: str | None, base: dict) -> dict:
             raise UsageError(f"--max-tokens: {part!r} is not COMPONENT=N with COMPONENT in {COMPONENTS}")
         out[name] = int(value)
     return out
-
-
-def parse_price(text: str | None) -> tuple[float, float]:
-    if not text:
-        return (0.0, 0.0)
-    try:
-        prompt, completion = (float(x) for x in text.split(","))
-    except ValueError:
-        raise UsageError(f"--price: {text!r} is not PROMPT,COMPLETION (per 1k tokens)") from None
-    return prompt, completion
 
 
 def mini_folder(folder: Path | None) -> Path:

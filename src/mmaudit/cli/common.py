@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mmaudit.errors import MMAuditError
+from mmaudit.errors import MMAuditError, UsageError
 
 console = Console(width=None if sys.stdout.isatty() else 150, emoji=False)
 LEVELS = ["L1", "L2", "L3"]
@@ -62,6 +62,17 @@ def parse_list(text: str, kind=str) -> list:
 def flag(*names: str, help: str):
     """A switch: present means on (the help shows "(flag)", not a value to type)."""
     return typer.Option(False, *names, metavar="(flag)", help=help)
+
+
+def parse_price(text: str | None) -> tuple[float, float]:
+    """--price 'PROMPT,COMPLETION' per 1k tokens (none: free)."""
+    if not text:
+        return (0.0, 0.0)
+    try:
+        prompt, completion = (float(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(f"--price: {text!r} is not PROMPT,COMPLETION (per 1k tokens)") from None
+    return prompt, completion
 
 
 def wait_option():

@@ -15,12 +15,15 @@ def demo(
     n: int = typer.Option(200, help="Questions per family for the accuracy table."),
     out: Path = typer.Option(Path("runs/demo"), help="Run folder of the audit."),
 ) -> None:
-    """The main job on the embedded default: the zoo's accuracy table, then the default audit."""
-    from mmaudit.cli.audit import run_audit_command
+    """The main job on the embedded default: the zoo's accuracy table, the default audit, then the transfer
+    matrix across the three zoo levels."""
+    from mmaudit.cli.audit import run_audit_command, run_transfer_command
     from mmaudit.cli.zoo import print_accuracy, zoo_accuracy
 
     print_accuracy(zoo_accuracy(LEVELS, n, 10_000), n)
     run_audit_command(out=out)
+    console.rule("Transfer across the zoo: each level's adversarial images shown to the others")
+    run_transfer_command(out)
     page = out / "report.html"
     console.print(f"HTML report: {page.resolve()} ({page.stat().st_size / 1024:.0f} KiB, self-contained; open it in "
                   f"a browser, or rebuild it with `mmaudit report {out}`)")

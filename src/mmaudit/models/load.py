@@ -1,5 +1,6 @@
 """Models by name, put where they run: 'zoo' (all three levels), 'zoo:L2', one of the paper's 18, or a hub id or
-local checkpoint folder[@level], on a device and in a precision.
+local checkpoint folder[@level], on a device and in a precision; or 'endpoint:MODEL@URL', a deployed VLM behind an
+OpenAI-compatible endpoint (black-box: :mod:`mmaudit.models.blackbox`).
 
 ``Placement`` is the one place device and precision are decided, for the local executor and for every Ray
 actor alike: ``auto`` means the GPU in bfloat16 when there is one, the CPU in float32 otherwise; an actor
@@ -103,6 +104,11 @@ def check_spec(spec: str) -> None:
     level, a folder that does not exist."""
     from pathlib import Path
 
+    if spec.startswith("endpoint:"):
+        from mmaudit.models.blackbox import parse_endpoint
+
+        parse_endpoint(spec)
+        return
     if spec.startswith("zoo:"):
         if spec[4:] not in LEVELS:
             raise UsageError(f"--model {spec}: unknown zoo level {spec[4:]!r}; use zoo, zoo:L1, zoo:L2 or zoo:L3")
@@ -114,9 +120,14 @@ def check_spec(spec: str) -> None:
         raise UsageError(f"--model {spec}: no such checkpoint folder {path}")
 
 
-def load_model(spec: str, placement: Placement | None = None):
-    """One model by spec, placed as ``placement`` says (default: auto)."""
+def load_model(spec: str, placement: Placement | None = None, endpoint: dict | None = None):
+    """One model by spec, placed as ``placement`` says (default: auto); ``endpoint``: the chat client's settings
+    for an endpoint target (concurrency, price_per_1k, budget, max_tokens)."""
     check_spec(spec)
+    if spec.startswith("endpoint:"):
+        from mmaudit.models.blackbox import EndpointVLM, parse_endpoint
+
+        return EndpointVLM(*parse_endpoint(spec), **(endpoint or {}))
     placement = placement or Placement()
     device = placement.resolved_device()
     if spec.startswith("zoo:"):

@@ -16,6 +16,7 @@ from mmaudit.report.html import Page, Raw, esc, figure, link, png_uri, read_rgb,
 from mmaudit.report.markdown import INTRO, UNION_NOTE, validity_rows
 from mmaudit.report.risk import wanted
 from mmaudit.report.tables import all_tables, ci, moved_text, pct
+from mmaudit.report.transfer import cell_name, transfer_tables
 from mmaudit.store import RunStore
 
 PIXEL = ("vis_pgd", "end_pgd", "mantis")
@@ -85,10 +86,11 @@ def _plots(summary: dict) -> str:
                                           ("R0 (baselines)", "R+ (all attacks)"), "R0 → R+ per model"),
                            "Each model's residual risk under the baselines (R0) and under every attack (R+)."))
     rk = summary.get("ranking")
-    if rk and len(models) > 1:
-        names = [m["model"] for m in models]
-        figs.append(figure(plots.slope(names, [m["asr"]["end_pgd"] for m in models],
-                                       [m["r_plus"] for m in models], ("End-PGD", "R+"), rk["moved"],
+    ranked = [m for m in models if "end_pgd" not in m.get("not_run", {})]  # a black-box target has no End-PGD
+    if rk and len(ranked) > 1:
+        names = [m["model"] for m in ranked]
+        figs.append(figure(plots.slope(names, [m["asr"]["end_pgd"] for m in ranked],
+                                       [m["r_plus"] for m in ranked], ("End-PGD", "R+"), rk["moved"],
                                        "Who moves: End-PGD rank vs R+ rank"),
                            f"Rank by End-PGD ASR (left) and by R+ (right); red: moved {moved_text(rk)} "
                            f"(Spearman ρ {rk['spearman_rho']:.2f})."))
@@ -109,12 +111,13 @@ def _plots(summary: dict) -> str:
                            f"{name}: how often the model reads the overlaid text (P_read) and how often its wrong "
                            "answer uses it (P_use); RUG is the gap. Whiskers: each model's bootstrap CI."))
         rows = d["oar"]["models"]
-        figs.append(figure(plots.bars([r["model"] for r in rows],
-                                      {"attacked": [with_ci(r, "oar") for r in rows],
-                                       "clean (same region)": [with_ci(r, "oar_clean") for r in rows]}, "OAR",
-                                      f"OAR, {name}: clean vs attacked (95% CI)", scale=1.0, ref=1.0),
-                           f"{name}: overlay attention ratio on the attacked image and on the same region of the "
-                           "clean image (dashed: attention spread evenly, OAR 1)."))
+        if rows:  # none where every target was black-box
+            figs.append(figure(plots.bars([r["model"] for r in rows],
+                                          {"attacked": [with_ci(r, "oar") for r in rows],
+                                           "clean (same region)": [with_ci(r, "oar_clean") for r in rows]}, "OAR",
+                                          f"OAR, {name}: clean vs attacked (95% CI)", scale=1.0, ref=1.0),
+                               f"{name}: overlay attention ratio on the attacked image and on the same region of the "
+                               "clean image (dashed: attention spread evenly, OAR 1)."))
     return f"<div class=\"figs\">{''.join(figs)}</div>" if figs else "<p>No data to plot.</p>"
 
 
@@ -192,12 +195,47 @@ def _oar_figure(run: Path, summary: dict) -> str:
             f"<div class=\"figs\">{''.join(figs)}</div>")
 
 
+def _transfer(run: Path, summary: dict) -> str:
+    """The source x target matrix as a heat map and a table, the black-box R+ per target, and transferred images
+    that flipped a target."""
+    t = summary.get("transfer")
+    if not t:
+        return ("<p class=\"note\">No transfer results: <code>mmaudit audit transfer RUN [--to SPEC]</code> shows "
+                "this run's adversarial images to every audited model (and to endpoint targets).</p>")
+    (mtitle, mhead, mrows), (rtitle, rhead, rrows) = transfer_tables(summary)
+    parts = []
+    if plots.available() is None:
+        targets = mhead[1:]
+        cells = {(cell_name(c["source"], c["attack"]), c["target"]): c["asr"][0] * 100 for c in t["matrix"]}
+        grid = np.array([[cells.get((r[0], x), np.nan) for x in targets] for r in mrows], float)
+        parts.append("<div class=\"figs\">" + figure(plots.heatmap(grid, [r[0] for r in mrows], targets,
+                                                                    "Transfer ASR (% of the target's C)"),
+                                                      "Rows: source model and pixel attack; columns: targets; "
+                                                      "the diagonal is each model's white-box ASR.") + "</div>")
+    parts.append(f"<h3>{esc(mtitle)}</h3>" + table(mhead, mrows))
+    parts.append(f"<h3>{esc(rtitle)}</h3>" + table(rhead, rrows))
+    cards = []
+    for x in t["examples"]:
+        clean, adv = read_rgb(run, x.get("clean_image")), read_rgb(run, x.get("attacked_image"))
+        pics = [figure(png_uri(im), label) for im, label in ((clean, "clean"), (adv, f"from {x['source']}"))
+                if im is not None]
+        facts = [("source · attack", cell_name(x["source"], x["attack"])), ("target", x["target"]),
+                 ("sample", x["sample"]), ("question", x["question"]), ("reference", x["reference"]),
+                 ("target's clean answer", x["clean_answer"]), ("target's answer on the image", x["attacked_answer"])]
+        dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
+        cards.append(f"<div class=\"card\"><div class=\"imgs\">{''.join(pics)}</div><dl>{dl}</dl></div>")
+    parts.append("<h3>Transferred images that flipped a target</h3>"
+                 + (f"<div class=\"gallery\">{''.join(cards)}</div>" if cards else "<p>None.</p>"))
+    return "".join(parts)
+
+
 def _run(summary: dict, runs: list[dict]) -> str:
     parts = [runs_html(runs, skip=("attack_params",))]
-    if runs:
+    audits = [r for r in runs if r["command"] == "audit"]
+    if audits:
         parts.append("<h3>Attack parameters</h3>" + table(["attack", "parameters"], [
-            [NAMES.get(a, a), json.dumps(p, sort_keys=True)] for a, p in runs[-1]["params"].get("attack_params",
-                                                                                               {}).items()]))
+            [NAMES.get(a, a), json.dumps(p, sort_keys=True)] for a, p in audits[-1]["params"].get("attack_params",
+                                                                                                 {}).items()]))
     b = summary["bootstrap"]
     parts.append(f"<p class=\"note\">Bootstrap: {b['replicates']} replicates, seed {b['seed']} ({esc(b['resampled'])})."
                  "</p>")
@@ -273,6 +311,7 @@ def audit_page(run: Path, summary: dict, runs: list[dict], store: RunStore, para
     page.add("plots", "Plots", _plots(summary))
     page.add("gallery", "Galleries", _galleries(run, summary))
     page.add("flips", "All flips", _all_flips(store, params))
+    page.add("transfer", "Transfer", _transfer(run, summary))
     page.add("oar", "Where the model looks (OAR)", _oar_figure(run, summary))
     page.add("samples", "Samples", _samples(store, params))
     errs = summary["errors"]

@@ -52,8 +52,9 @@ def audit_summary(run: Path, n_boot: int | None = None) -> tuple[dict, RunStore,
     if kind_of(run) != "audit":
         raise FolderError(str(run), "run", "not an audit run folder (no results.jsonl with audit records)")
     store = RunStore(run / "results.jsonl")
-    runs = [r for r in invocations(store) if r["command"] == "audit"]
-    last = runs[-1]["params"] if runs else {}
+    runs = [r for r in invocations(store) if r["command"] in ("audit", "audit transfer")]
+    audits = [r for r in runs if r["command"] == "audit"]
+    last = audits[-1]["params"] if audits else {}
     params = last.get("attack_params") or found_params(store)
     summary = summarise(store, params, n_boot=n_boot or last.get("n_boot", 10_000), seed=last.get("seed", 0))
     return summary, store, runs, params

@@ -53,7 +53,8 @@ def text_diagnostics(store: RunStore, attack_params: dict | None, n_boot: int, s
             continue
         by = _by_model(recs)
         rug = {(lv, m): np.array([[r["read"], r["used"]] for r in rs], float) for (lv, m, _), rs in by.items()}
-        oar = {(lv, m): np.array([[r["oar"], r["oar_clean"]] for r in rs], float) for (lv, m, _), rs in by.items()}
+        oar = {(lv, m): np.array([[r["oar"], r["oar_clean"]] for r in rs], float) for (lv, m, _), rs in by.items()
+               if all(r.get("oar") is not None for r in rs)}  # a black-box target shows no attention
         mask = {(lv, m): np.array([[r["mask_restored"]] for r in rs if r["flipped"]], float).reshape(-1, 1)
                 for (lv, m, _), rs in by.items()}
         out[attack] = {

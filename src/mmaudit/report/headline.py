@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmaudit.report.tables import coverage_note, moved_text
+from mmaudit.report.tables import coverage_note, moved_text, not_run_note
 
 
 def _pct(t) -> str:
@@ -42,8 +42,11 @@ def headline(summary: dict) -> dict:
     if len(measured) > 1:
         hi = max(measured, key=lambda r: r["gap"][0])
         lo = min(measured, key=lambda r: r["gap"][0])
-        sentences.append(f"The diagnostics expose most at {hi['level']} ({100 * hi['gap'][0]:+.1f} points) and "
-                         f"least at {lo['level']} ({100 * lo['gap'][0]:+.1f} points).")
+        if round(100 * hi["gap"][0], 1) == round(100 * lo["gap"][0], 1):
+            sentences.append(f"The diagnostics expose as much at every level ({100 * hi['gap'][0]:+.1f} points).")
+        else:
+            sentences.append(f"The diagnostics expose most at {hi['level']} ({100 * hi['gap'][0]:+.1f} points) and "
+                             f"least at {lo['level']} ({100 * lo['gap'][0]:+.1f} points).")
     rk = summary.get("ranking")
     if rk:
         rho = rk["spearman_rho"]
@@ -51,6 +54,13 @@ def headline(summary: dict) -> dict:
         sentences.append(f"Ranking the {rk['n_models']} models by End-PGD alone against ranking them by R+: {agree}; "
                          f"{rk['n_moved']} moved {moved_text(rk)}" + (f" ({', '.join(rk['moved'])})." if rk["moved"]
                                                                       else "."))
+    t = summary.get("transfer")
+    if t and t["targets"]:
+        parts = [f"{r['target']} {_pct(r['r_plus_black_box'])}"
+                 + (f" (white-box {100 * r['r_plus_white_box'][0]:.1f}%)" if r["r_plus_white_box"] else "")
+                 for r in t["targets"]]
+        sentences.append("Without the target's gradients (its rendered-text attacks and the other models' pixel "
+                         f"attacks transferred), black-box R+: {'; '.join(parts)}.")
     warnings = (summary.get("validity") or {}).get("warnings", [])
     if warnings:
         sentences.append(f"{len(warnings)} model-dataset pair{'s' if len(warnings) > 1 else ''} fall below the "
@@ -58,4 +68,8 @@ def headline(summary: dict) -> dict:
     note = coverage_note(summary)
     if note:
         sentences.append(note[0].upper() + note[1:] + ".")
+    note = not_run_note(summary)
+    if note:
+        sentences.append(f"Not applicable: {note}; their R0 and R+ cover the attacks they took (the pixel pathway "
+                         "of a black-box target is measured by transfer: `mmaudit audit transfer`).")
     return {"levels": rows, "sentences": sentences}

@@ -9,6 +9,7 @@ from pathlib import Path
 from mmaudit.jsonout import dumps
 from mmaudit.pathways import NAMES
 from mmaudit.report.tables import all_tables, moved_text, pct
+from mmaudit.report.transfer import transfer_tables
 
 INTRO = ("Clean: % of all questions answered correctly. Attack columns (ASR), R0 (union of the baselines Vis-PGD, "
          "End-PGD, Typo-Evid), R+ (union of all attacks), R+ − R0 (the risk the diagnostics expose; its level CI "
@@ -64,6 +65,8 @@ def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Pa
     lines += validity_lines(summary.get("validity"))
     for title, head, rows in all_tables(summary):
         lines += md_table(title, head, rows)
+    for title, head, rows in transfer_tables(summary):
+        lines += md_table(title, head, rows)
     if summary["ranking"]:
         rk = summary["ranking"]
         lines += ["", f"End-PGD vs R+ ranking over {rk['n_models']} models: Spearman rho {rk['spearman_rho']:.3f}, "
@@ -94,6 +97,12 @@ def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Pa
                       f"(reference {md_text(x['reference'])}{md_text(overlay)}): clean → "
                       f"**{md_text(x['clean_answer'])}**, attacked → **{md_text(x['attacked_answer'])}**", "",
                       f"![clean]({x['clean_image']}) ![attacked]({x['attacked_image']})", ""]
+    for x in (summary.get("transfer") or {}).get("examples", []):
+        lines += ["", f"Transferred: {md_text(x['source'])} · {md_text(NAMES.get(x['attack'], x['attack']))} → "
+                  f"{md_text(x['target'])} · {md_text(x['sample'])} · {md_text(x['question'])} (reference "
+                  f"{md_text(x['reference'])}): clean → **{md_text(x['clean_answer'])}**, transferred image → "
+                  f"**{md_text(x['attacked_answer'])}**", "",
+                  f"![clean]({x['clean_image']}) ![transferred]({x['attacked_image']})"]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path

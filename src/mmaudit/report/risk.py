@@ -18,6 +18,11 @@ def wanted(record: dict, attack_params: dict[str, dict] | None) -> bool:
 
 def model_flags(store: RunStore, attack_params: dict[str, dict] | None = None) -> list[ModelFlags]:
     """Per model, aligned per-question flags; attack records are kept only if their params match."""
+    return sorted(flags_by_fingerprint(store, attack_params).values(), key=lambda m: (m.level, m.model))
+
+
+def flags_by_fingerprint(store: RunStore, attack_params: dict[str, dict] | None = None) -> dict[str, ModelFlags]:
+    """:func:`model_flags` keyed by each model's fingerprint."""
     clean: dict[str, dict[str, dict]] = defaultdict(dict)
     for r in store.records("clean"):
         clean[r["fingerprint"]][r["sample"]] = r
@@ -25,15 +30,19 @@ def model_flags(store: RunStore, attack_params: dict[str, dict] | None = None) -
     for r in store.records("attack"):
         if wanted(r, attack_params):
             flips[r["fingerprint"]][r["attack"]][r["sample"]] = r["flipped"]
-    out = []
+    not_run: dict[str, dict[str, str]] = defaultdict(dict)  # attacks a model could not take (a black-box target)
+    for r in store.records("not_run"):
+        if r["attack"] not in flips[r["fingerprint"]] and wanted(r, attack_params):
+            not_run[r["fingerprint"]][r["attack"]] = r["reason"]
+    out = {}
     for fp, rows in clean.items():
         questions = sorted(rows)
         first = rows[questions[0]]
         correct = np.array([rows[q]["correct"] for q in questions])
         names = list(attack_params) if attack_params else list(flips[fp])  # asked-for attacks show even if C is empty
         flipped = {a: np.array([flips[fp][a].get(q, False) for q in questions]) for a in names}
-        out.append(ModelFlags(first["model"], first["level"], questions, correct, flipped))
-    return sorted(out, key=lambda m: (m.level, m.model))
+        out[fp] = ModelFlags(first["model"], first["level"], questions, correct, flipped, not_run.get(fp, {}))
+    return out
 
 
 def risk_summary(store: RunStore, attack_params: dict[str, dict] | None, n_boot: int, seed: int) -> dict:
@@ -49,7 +58,7 @@ def risk_summary(store: RunStore, attack_params: dict[str, dict] | None, n_boot:
     for r in store.records("attack"):
         if wanted(r, attack_params):
             passes[r["attack"]].append(r["passes"])
-            failed[r["attack"]] += bool(r.get("error"))
+            failed[r["attack"]] += bool(r.get("error")) and not r.get("reply_error")  # replies: under errors
             schedule = r["params"].get("schedule", schedule)
     metrics = {f"asr_{a}": (lambda m, a=a: m.flipped[a]) for a in attacks}
     metrics["r0"] = lambda m: union(m, baselines)
@@ -60,7 +69,8 @@ def risk_summary(store: RunStore, attack_params: dict[str, dict] | None, n_boot:
     for level in sorted({m.level for m in models}):
         group = [m for m in models if m.level == level]
         levels[level] = {"n_models": len(group)} | {
-            k: bootstrap_level_ci(group, f, n_boot=n_boot, seed=seed) for k, f in metrics.items()
+            k: (float("nan"),) * 3 if all(k.partition("_")[2] in m.not_run for m in group)
+            else bootstrap_level_ci(group, f, n_boot=n_boot, seed=seed) for k, f in metrics.items()
         }
         levels[level]["gap"] = bootstrap_level_ci(group, metrics["r_plus"], n_boot=n_boot, seed=seed,
                                                   minus=metrics["r0"])
@@ -75,9 +85,10 @@ def risk_summary(store: RunStore, attack_params: dict[str, dict] | None, n_boot:
             if key in m:
                 m[key] = (float("nan"),) * 3
     ranking = None
-    if "end_pgd" in attacks and len(rows) > 1:
-        ranking = rank_agreement({r["model"]: r["asr"]["end_pgd"] for r in rows},
-                                 {r["model"]: r["r_plus"] for r in rows}, moved_by=moved_threshold(len(rows)))
+    ranked = [r for r in rows if "end_pgd" in r["asr"] and "end_pgd" not in r.get("not_run", {})]
+    if len(ranked) > 1:
+        ranking = rank_agreement({r["model"]: r["asr"]["end_pgd"] for r in ranked},
+                                 {r["model"]: r["r_plus"] for r in ranked}, moved_by=moved_threshold(len(ranked)))
     return {
         "attacks": attacks, "baselines": baselines, "enhanced": {e: list(b) for e, b in enhanced.items()},
         "coverage": coverage, "models": rows, "levels": levels, "ranking": ranking, "schedule": schedule,

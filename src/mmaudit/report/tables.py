@@ -40,6 +40,18 @@ def coverage_note(summary: dict) -> str:
                                           if cov["not_measured"] else ""))
 
 
+def not_run_note(summary: dict) -> str:
+    """'' when every model took every attack; else, per model, what it could not take and why (a black-box
+    target: no gradients), whose cells read n/a."""
+    parts = []
+    for r in summary["models"]:
+        by_reason: dict[str, list[str]] = {}
+        for attack, reason in r.get("not_run", {}).items():
+            by_reason.setdefault(reason, []).append(NAMES.get(attack, attack))
+        parts += [f"{r['model']}: {', '.join(names)} n/a ({reason})" for reason, names in by_reason.items()]
+    return "; ".join(parts)
+
+
 def _cell(summary: dict, key: str, value, fmt) -> str:
     return NOT_MEASURED if key in (summary.get("coverage") or {}).get("not_measured", ()) else fmt(value)
 
@@ -111,7 +123,7 @@ def all_tables(summary: dict) -> list[Table]:
     note = coverage_note(summary)
     head, rows = table_rows(summary)
     lhead, lrows = level_rows(summary)
-    suffix = f" ({note})" if note else ""
+    suffix = "".join(f" ({n})" for n in (note, not_run_note(summary)) if n)
     return [(f"FusionAudit: % of each model's clean-correct set{suffix}", head, rows),
             (f"Level macros: % of C, mean over each level's models, 95% CI{' (partial suite)' if note else ''}",
              lhead, lrows)] + \
