@@ -108,17 +108,10 @@ def test_load_hf_builds_gemma4_and_deepseek_vl_through_their_adapters(tmp_path, 
 def test_audit_reads_the_datasets_own_formats(tmp_path):
     from typer.testing import CliRunner
 
+    from dataset_files import write_chartqa
     from mmaudit.cli import app
-    from mmaudit.data.synthetic import make_sample
 
-    (tmp_path / "test" / "png").mkdir(parents=True)
-    recs = []
-    for i in range(3):
-        s = make_sample("charts", i, seed=10_000)
-        Image.fromarray(s.image).save(tmp_path / "test" / "png" / f"c{i}.png")
-        recs.append({"imgname": f"c{i}.png", "query": s.question, "label": s.answer})
-    recs.append({"imgname": "nope.png", "query": "q?", "label": "1"})
-    (tmp_path / "test" / "test_human.json").write_text(json.dumps(recs))
+    write_chartqa(tmp_path, 3, ({"imgname": "nope.png", "query": "q?", "label": "1"},))
     res = CliRunner().invoke(app, ["audit", "--model", "zoo:L2", "--data", f"chartqa:{tmp_path}/test/test_human.json",
                                    "--attacks", "end_pgd,typo_evid", "--steps", "3", "--n-boot", "50", "--ocr-limit",
                                    "0", "--out", str(tmp_path / "run")])

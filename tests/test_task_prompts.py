@@ -8,6 +8,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
+from dataset_files import write_chartqa
 from mmaudit.cli import app
 from mmaudit.data.loaders import TASK_INSTRUCTIONS
 from mmaudit.data.synthetic import make_sample
@@ -19,15 +20,7 @@ INSTRUCTION = TASK_INSTRUCTIONS["chartqa"]
 
 @pytest.fixture(scope="module")
 def chartqa(tmp_path_factory):
-    root = tmp_path_factory.mktemp("chartqa")
-    (root / "test" / "png").mkdir(parents=True)
-    recs = []
-    for i in range(2):
-        s = make_sample("charts", i, seed=10_000)
-        Image.fromarray(s.image).save(root / "test" / "png" / f"c{i}.png")
-        recs.append({"imgname": f"c{i}.png", "query": s.question, "label": s.answer})
-    (root / "test" / "test_human.json").write_text(json.dumps(recs))
-    return root / "test" / "test_human.json", recs
+    return write_chartqa(tmp_path_factory.mktemp("chartqa"), 2)
 
 
 @pytest.fixture(scope="module")

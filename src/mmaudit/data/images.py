@@ -80,3 +80,13 @@ def _rgb(im: Image.Image, notes: list[str]) -> np.ndarray:
         return np.asarray(Image.alpha_composite(white, rgba).convert("RGB"), dtype=np.uint8).copy()
     notes.append(f"{mode} image converted to RGB")
     return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
+
+
+def png_data_url(image: np.ndarray) -> str:
+    """(H, W, 3) uint8 pixels as a lossless PNG data URL: how an image travels in a chat request."""
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    Image.fromarray(image).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()

@@ -14,16 +14,14 @@ an empty reply or a refusal is an answer (the judge reads it) and is named as su
 
 from __future__ import annotations
 
-import base64
-import io
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
 
+from mmaudit.data.images import png_data_url
 from mmaudit.errors import UsageError
 from mmaudit.models.chat.base import FailedReply
 from mmaudit.store import key_of
@@ -47,12 +45,6 @@ def reply_problem(reply: str) -> str | None:
 def failed(reply: str) -> bool:
     """A request that got no reply at all (not an answer, so neither correct nor a flip)."""
     return isinstance(reply, FailedReply)
-
-
-def png_data_url(image: np.ndarray) -> str:
-    buf = io.BytesIO()
-    Image.fromarray(image).save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
 def to_uint8(image: torch.Tensor | np.ndarray) -> np.ndarray:

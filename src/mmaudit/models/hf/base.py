@@ -83,6 +83,10 @@ class HFAdapter:
         self.eos_id = self._eos_id()
         self.chat_template = chat_template or getattr(tokenizer, "chat_template", None)
         self._fingerprint: str | None = None
+        self.configure(model, tokenizer, image_processor)
+
+    def configure(self, model, tokenizer, ip) -> None:
+        """A family's own settings, read from its model config, tokenizer and image processor ``ip``."""
 
     # ------------------------------------------------------------ family hooks
     # Defaults fit the usual transformers layout (model.model.{vision_tower, language_model}); a family

@@ -26,10 +26,8 @@ from mmaudit.models.vlm import PatchGrid
 class Blip2Adapter(HFAdapter):
     level = "L1"
 
-    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
-                 chat_template: str | None = None) -> None:
-        super().__init__(model, tokenizer, image_processor, name, level, chat_template)
-        size = image_processor.size
+    def configure(self, model, tokenizer, ip) -> None:
+        size = ip.size
         self.size = (int(setting(size, "height")), int(setting(size, "width")))
         self.n_queries = int(model.config.num_query_tokens)
         vc = model.config.vision_config

@@ -23,10 +23,7 @@ from mmaudit.models.vlm import PatchGrid
 class DeepseekVLAdapter(HFAdapter):
     level = "L2"
 
-    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
-                 chat_template: str | None = None) -> None:
-        super().__init__(model, tokenizer, image_processor, name, level, chat_template)
-        ip = image_processor
+    def configure(self, model, tokenizer, ip) -> None:
         self.low = int(setting(ip.size, "height"))
         self.high = int(setting(ip.high_res_size, "height"))
         self.min_size = int(getattr(ip, "min_size", 14))

@@ -24,12 +24,10 @@ from mmaudit.models.vlm import PatchGrid
 class Gemma3Adapter(HFAdapter):
     level = "L2"
 
-    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
-                 chat_template: str | None = None) -> None:
-        super().__init__(model, tokenizer, image_processor, name, level, chat_template)
-        if getattr(image_processor, "do_pan_and_scan", False):
-            raise NotImplementedError(f"{name}: pan-and-scan crops are not reproduced; use do_pan_and_scan=False")
-        size = image_processor.size
+    def configure(self, model, tokenizer, ip) -> None:
+        if getattr(ip, "do_pan_and_scan", False):
+            raise NotImplementedError(f"{self.name}: pan-and-scan crops are not reproduced; use do_pan_and_scan=False")
+        size = ip.size
         self.size = (int(setting(size, "height")), int(setting(size, "width")))
         self.n_tokens = int(model.config.mm_tokens_per_image)
         self.side = math.isqrt(self.n_tokens)

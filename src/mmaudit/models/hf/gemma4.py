@@ -43,10 +43,7 @@ def aspect_preserving_size(h: int, w: int, patch: int, max_patches: int, k: int)
 class Gemma4Adapter(HFAdapter):
     level = "L3"
 
-    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
-                 chat_template: str | None = None) -> None:
-        super().__init__(model, tokenizer, image_processor, name, level, chat_template)
-        ip = image_processor
+    def configure(self, model, tokenizer, ip) -> None:
         self.patch, self.k = int(ip.patch_size), int(ip.pooling_kernel_size)
         self.max_patches = int(ip.max_soft_tokens) * self.k**2
         self.normalised = bool(getattr(ip, "do_normalize", False))

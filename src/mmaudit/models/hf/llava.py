@@ -21,10 +21,7 @@ from mmaudit.models.vlm import PatchGrid
 class LlavaAdapter(HFAdapter):
     level = "L1"
 
-    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
-                 chat_template: str | None = None) -> None:
-        super().__init__(model, tokenizer, image_processor, name, level, chat_template)
-        ip = image_processor
+    def configure(self, model, tokenizer, ip) -> None:
         self.crop = (int(setting(ip.crop_size, "height")), int(setting(ip.crop_size, "width")))
         self.pad = bool(getattr(ip, "do_pad", False))
         self.patch = int(model.config.vision_config.patch_size)

@@ -57,10 +57,7 @@ def multiple_of(h: int, w: int, m: int) -> tuple[int, int]:
 class SmolVLMAdapter(HFAdapter):
     level = "L1"
 
-    def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
-                 chat_template: str | None = None) -> None:
-        super().__init__(model, tokenizer, image_processor, name, level, chat_template)
-        ip = image_processor
+    def configure(self, model, tokenizer, ip) -> None:
         self.longest = int(setting(ip.size, "longest_edge"))
         self.tile = int(setting(ip.max_image_size, "longest_edge"))
         self.split = bool(getattr(ip, "do_image_splitting", True))

@@ -64,10 +64,10 @@ def image_bridge(folder: Path) -> Callable[[str | None], str]:
 
 def image_data_url(folder: Path, size: int) -> Callable[[str | None], str | None]:
     """Image -> a PNG data URL, its longest side at most ``size`` pixels; None where it cannot be loaded."""
-    import base64
-    import io
-
+    import numpy as np
     from PIL import Image
+
+    from mmaudit.data.images import png_data_url
 
     @lru_cache(maxsize=64)  # a question's rows share images; a run's thousands of images are not all kept
     def url(path: str | None) -> str | None:
@@ -76,9 +76,7 @@ def image_data_url(folder: Path, size: int) -> Callable[[str | None], str | None
             return None
         im = Image.fromarray(pixels)
         im.thumbnail((size, size), Image.Resampling.LANCZOS)
-        buf = io.BytesIO()
-        im.save(buf, format="PNG")
-        return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+        return png_data_url(np.asarray(im))
 
     return url
 
