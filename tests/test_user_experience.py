@@ -222,3 +222,34 @@ def test_report_compare_puts_two_runs_side_by_side_with_paired_differences(tmp_p
         assert gap == pytest.approx(b["gap"] - a["gap"]) and glo <= gap <= ghi
     page = (tmp_path / "cmp" / "compare.html").read_text()
     assert "Paired differences against weak" in page and "Table 1, aligned" in page and "Headlines" in page
+
+
+def test_paired_difference_by_hand_and_against_scipys_paired_bootstrap():
+    import numpy as np
+    from scipy import stats as sps
+
+    from mmaudit.report.compare import paired_difference
+    from mmaudit.stats import ModelFlags
+
+    # 10 shared questions (run b also scored q10, which the pairing leaves out). Run a: C = q0..q7, End-PGD flips
+    # q0, q1, MANTIS q2 -> R+ 3/8, R0 2/8. Run b: C = q0..q8, End-PGD q0..q3, MANTIS q4, q5 -> R+ 6/9, R0 4/9.
+    def flags(n, correct, end, mantis):
+        qs = [f"q{i:02d}" for i in range(n)]
+        return ModelFlags("m", "L1", qs, np.isin(range(n), correct),
+                          {"end_pgd": np.isin(range(n), end), "mantis": np.isin(range(n), mantis)})
+
+    a = flags(10, range(8), [0, 1], [2])
+    b = flags(11, [*range(9), 10], [0, 1, 2, 3], [4, 5])
+    d = paired_difference(a, b, ["end_pgd", "mantis"], ["end_pgd", "mantis"], n_boot=4000, seed=0)
+    assert d["shared"] == 10
+    assert d["r_plus"][0] == pytest.approx(6 / 9 - 3 / 8) and d["gap"][0] == pytest.approx((6 - 4) / 9 - (3 - 2) / 8)
+    # the same statistic under scipy's paired percentile bootstrap over the shared questions
+    ca, ua = a.correct[:10].astype(float), np.isin(range(10), [0, 1, 2]).astype(float)
+    cb, ub = b.correct[:10].astype(float), np.isin(range(10), range(6)).astype(float)
+    ref = sps.bootstrap((ua, ca, ub, cb), lambda ua, ca, ub, cb: ub.sum() / cb.sum() - ua.sum() / ca.sum(),
+                        paired=True, vectorized=False, method="percentile", n_resamples=4000,
+                        random_state=1).confidence_interval
+    assert d["r_plus"][1] == pytest.approx(ref.low, abs=0.05) and d["r_plus"][2] == pytest.approx(ref.high, abs=0.05)
+    # a run against itself: every replicate's difference is 0
+    same = paired_difference(a, a, ["end_pgd", "mantis"], ["end_pgd", "mantis"], n_boot=500, seed=0)
+    assert same["r_plus"] == [0.0, 0.0, 0.0] and same["gap"] == [0.0, 0.0, 0.0]
