@@ -52,6 +52,7 @@ def test_placement_auto_is_the_cpu_in_float32_here_and_a_missing_gpu_is_a_clear_
     p = Placement()
     assert p.describe()["resolved_device"] == "cpu" and p.describe()["resolved_dtype"] == "float32"
     assert p.describe()["gpu"] is None and p.batch("auto") == 32 and p.resolved_checkpoint() == "none"
+    assert p.resolved_checkpoint("cuda") == "mlp+norms"  # on a GPU: the norms and MLPs recomputed
     if not torch.cuda.is_available():
         with pytest.raises(PlacementError, match="no CUDA device"):
             Placement(device="cuda:0").resolved_device()
@@ -167,7 +168,7 @@ def test_one_sample_that_does_not_fit_is_a_clear_error(tmp_path, monkeypatch):
         drive(LocalExecutor([load_zoo("L1")], plan), plan, tmp_path)
 
 
-@pytest.mark.parametrize("mode", ["mlp", "layers"])
+@pytest.mark.parametrize("mode", ["mlp", "mlp+norms", "layers"])
 def test_activation_checkpointing_gives_the_same_scores_and_pixel_gradients(tiny_qwen, mode):
     samples = synthetic_set(1, seed=10_000, families=FAMILIES)[:2]
     x = torch.stack([torch.from_numpy(s.image).permute(2, 0, 1).float() / 255 for s in samples])
@@ -236,3 +237,38 @@ def test_batched_window_attention_gives_transformers_numbers():
         grads.append((lp.detach(), torch.autograd.grad(lp.sum(), xi)[0]))
     torch.testing.assert_close(grads[0][0], grads[1][0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(grads[0][1], grads[1][1], atol=1e-6, rtol=1e-4)
+
+
+def test_each_checkpointing_mode_keeps_less_and_mlp_norms_keeps_no_float32_copy_of_the_residual_stream(tiny_dir):
+    """In bfloat16 an RMSNorm keeps a float32 copy of its input for the backward; recomputing the norms drops those
+    copies (the reason for mlp+norms), and each mode keeps strictly less than the one before it."""
+    from mmaudit.models.load import load_model
+
+    vlm = load_model(f"{tiny_dir}@L2", Placement(dtype="bfloat16"))
+    sample = synthetic_set(1, seed=10_000, families=FAMILIES)[0]
+    x = (torch.from_numpy(sample.image).permute(2, 0, 1).float() / 255).requires_grad_(True)
+    widths = {vlm.model.config.text_config.hidden_size, vlm.model.config.vision_config.hidden_size}
+
+    def kept(mode):
+        vlm.checkpoint = mode
+        saved = {}
+
+        def pack(t):
+            saved[t.untyped_storage().data_ptr()] = t
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            lp = vlm.score(x[None], [sample.question], [sample.answer]).sequence_logprob()
+        torch.autograd.grad(lp.sum(), x)
+        params = {p.untyped_storage().data_ptr() for p in vlm.model.parameters()}
+        tensors = [t for ptr, t in saved.items() if ptr not in params]
+        copies = [t for t in tensors if t.dtype == torch.float32 and t.ndim >= 2 and t.shape[-1] in widths]
+        return sum(t.untyped_storage().nbytes() for t in tensors), len(copies)
+
+    (none, c_none), (mlp, c_mlp), (light, c_norms), (layers, _) = map(kept, ("none", "mlp", "mlp+norms", "layers"))
+    assert none > mlp > light > layers
+    vlm.checkpoint = "mlp+norms"
+    norms = sum("RMSNorm" in type(m).__name__ for m in vlm.checkpointed_modules())
+    assert norms == 2 * (len(vlm.decoder_layers) + len(vlm.model.model.visual.blocks))  # two per block
+    # one float32 copy per norm; the two left under mlp+norms are the norms outside the blocks (final, merger)
+    assert c_none == c_mlp == norms + 2 and c_norms == 2

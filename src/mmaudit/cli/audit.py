@@ -68,8 +68,9 @@ DTYPE = typer.Option("auto", help="auto (bfloat16 on a GPU, float32 on CPU), flo
 DEVICE_MAP = typer.Option(None, help="A transformers device map for a model larger than one card, e.g. auto.")
 MAX_PIXELS = typer.Option(None, help="Qwen family: the processor's pixel budget per image (sets its token count, "
                           "hence memory); default the checkpoint's.")
-CHECKPOINT = typer.Option("auto", help="Activation checkpointing in attacks: auto (mlp on a GPU, none on CPU), "
-                          "none, mlp (recompute the MLP blocks) or layers (recompute every layer).")
+CHECKPOINT = typer.Option("auto", help="Activation checkpointing in attacks: auto (mlp+norms on a GPU, none on "
+                          "CPU), none, mlp (recompute the MLP blocks), mlp+norms (and the normalisations) or layers "
+                          "(recompute every layer).")
 BATCH = typer.Option("auto", help="Samples per batch: a number, or auto (64 to start with on a GPU, halved when "
                      "memory runs out and the size that fits remembered; 32 on CPU).")
 

@@ -26,7 +26,7 @@ from torch import nn
 from mmaudit.models.vlm import AnswerScores, PatchGrid, capture_hidden, check_batch, replace_hidden
 
 FEATURE_STAGES = ("encoder", "connector")
-CHECKPOINTING = ("none", "mlp", "layers")  # what an attack's backward recomputes instead of storing
+CHECKPOINTING = ("none", "mlp", "mlp+norms", "layers")  # what an attack's backward recomputes instead of storing
 
 
 @dataclass
@@ -64,7 +64,7 @@ class HFAdapter:
 
     level = "L2"
     image_placeholder = "<image>"  # what the chat template (or the fallback prompt) writes for the image
-    checkpoint = "none"  # activation checkpointing under gradients: none, mlp (the MLP blocks), layers (all)
+    checkpoint = "none"  # activation checkpointing under gradients: none, mlp, mlp+norms, layers (see CHECKPOINTING)
 
     def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
                  chat_template: str | None = None) -> None:
@@ -193,14 +193,19 @@ class HFAdapter:
         return {"checkpoint": self.checkpoint, "attention": self.model.config._attn_implementation}
 
     def checkpointed_modules(self) -> list[nn.Module]:
-        """The blocks activation checkpointing wraps: each decoder and vision-tower layer, or only their MLPs."""
+        """The blocks activation checkpointing wraps: each decoder and vision-tower layer, or only their MLPs, or
+        their MLPs and normalisations. A norm is nearly free to recompute, yet in a bfloat16 model an RMSNorm keeps
+        a float32 copy of its input, twice the bytes of the input itself (benchmarks/activation_memory.py)."""
         layers = list(self.decoder_layers)
         for module in self.vision_module.modules():
             if isinstance(module, nn.ModuleList) and len(module) > 1:
                 layers += list(module)
-        if self.checkpoint == "mlp":
-            return [m.mlp for m in layers if isinstance(getattr(m, "mlp", None), nn.Module)]
-        return layers
+        if self.checkpoint == "layers":
+            return layers
+        chosen = [m.mlp for m in layers if isinstance(getattr(m, "mlp", None), nn.Module)]
+        if self.checkpoint == "mlp+norms":
+            chosen += [c for m in layers for c in m.children() if "norm" in type(c).__name__.lower()]
+        return chosen
 
     @contextmanager
     def checkpointing(self) -> Iterator[None]:
