@@ -272,3 +272,26 @@ def test_each_checkpointing_mode_keeps_less_and_mlp_norms_keeps_no_float32_copy_
     assert norms == 2 * (len(vlm.decoder_layers) + len(vlm.model.model.visual.blocks))  # two per block
     # one float32 copy per norm; the two left under mlp+norms are the norms outside the blocks (final, merger)
     assert c_none == c_mlp == norms + 2 and c_norms == 2
+
+
+@pytest.mark.parametrize("family", ["tiny_qwen2", "tiny_qwen3", "tiny_llava", "tiny_gemma3", "tiny_blip2",
+                                    "tiny_instructblip", "tiny_smolvlm", "tiny_gemma4", "tiny_deepseek_vl"])
+def test_mlp_norms_checkpointing_leaves_every_familys_pixel_gradient_unchanged(family, request):
+    """The GPU default wraps whatever norms a family's blocks hold (RMSNorm, LayerNorm); none may change a number."""
+    vlm = request.getfixturevalue(family)
+    sample = synthetic_set(1, seed=10_000, families=FAMILIES)[0]
+    x = torch.from_numpy(sample.image).permute(2, 0, 1).float() / 255
+
+    def run(mode):
+        vlm.checkpoint = mode
+        xi = x.clone().requires_grad_(True)
+        lp = vlm.score(xi[None], [sample.question], [sample.answer]).sequence_logprob()
+        return lp.detach(), torch.autograd.grad(lp.sum(), xi)[0]
+
+    try:
+        (lp0, g0), (lp1, g1) = run("none"), run("mlp+norms")
+        vlm.checkpoint = "mlp+norms"
+        assert any("norm" in type(m).__name__.lower() for m in vlm.checkpointed_modules())
+    finally:
+        vlm.checkpoint = "none"
+    assert torch.allclose(lp0, lp1, atol=1e-5) and torch.allclose(g0, g1, atol=1e-5) and g1.abs().sum() > 0
