@@ -6,11 +6,11 @@ chat template and processor, and audited through the same code as `mmaudit audit
 executor, the driver, the store) with ``--reference self`` (every answered question is in C, so a random model
 exercises every attack), ``--paper-protocol`` (no early stop: the worst case, independent of how fast a model
 flips) and ``--batch auto``. Wall time per sample is read per stage from the driver's progress events; the
-projection scales each pixel attack to 40 steps and every stage to 1,500 questions. Finally `mmaudit audit` is
-run once as a command on the same checkpoint, to show the command end to end. On a machine without CUDA the
-shapes, sizes and step counts are reduced (say so in what you report).
+projection scales each pixel attack to 40 steps and every stage to 1,500 questions. After the first size,
+`mmaudit audit` is run once as a command on the same checkpoint, to show the command end to end. On a machine
+without CUDA the shapes, sizes and step counts are reduced (say so in what you report).
 
-Run: python benchmarks/gpu_audit.py [--model 3b] [--sizes 448x448,896x672] [--questions 16] [--steps 4]
+Run: python benchmarks/gpu_audit.py [--model 3b] [--sizes 448x448,896x672] [--questions 16] [--steps 4] [--no-cli]
 """
 
 from __future__ import annotations
@@ -61,13 +61,12 @@ def write_data(folder: Path, n: int, w: int, h: int) -> Path:
     return path
 
 
-def timed_audit(model_dir: Path, data: Path, out: Path, steps: int) -> dict[str, tuple[float, int]]:
+def timed_audit(vlm, data: Path, out: Path, steps: int) -> dict[str, tuple[float, int]]:
     """Seconds and unit count per stage ("clean", each attack), from the driver's progress events."""
     cfg = AuditConfig(attacks=list(ATTACKS), steps=steps, early_stop=False, recovery=0, ocr_limit=0,
                       reference="self", batch=Placement().batch("auto"))
     loaded = load_data(str(data))
     plan = AuditPlan.build(loaded.samples, cfg)
-    vlm = load_model(f"{model_dir}@L2", Placement())
     spans: dict[str, list[float]] = {}
 
     def progress(label: str, done: int, total: int) -> None:
@@ -88,6 +87,8 @@ def main() -> None:
     ap.add_argument("--sizes", default=None, help="WxH sizes (default 448x448,896x672 on a GPU, 224x168 on CPU)")
     ap.add_argument("--questions", type=int, default=None, help="questions timed (default 16 on a GPU, 2 on CPU)")
     ap.add_argument("--steps", type=int, default=None, help="PGD steps timed (default 4 on a GPU, 2 on CPU)")
+    ap.add_argument("--cli", action=argparse.BooleanOptionalAction, default=True,
+                    help="also run `mmaudit audit` once as a command, on the first size")
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     shapes = SHAPES[args.model] if device == "cuda" else SHAPES["reduced"]
@@ -101,10 +102,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         model_dir = write_checkpoint(shapes, tmp / "model", device)
-        for size in sizes.split(","):
+        t0 = time.perf_counter()
+        placement = Placement()  # as the command places it: --device auto --dtype auto --checkpoint auto
+        vlm = load_model(f"{model_dir}@L2", placement)
+        where = placement.describe()
+        print(f"checkpoint written, loaded back in {time.perf_counter() - t0:.1f} s: {where['resolved_device']} "
+              f"({where['gpu'] or 'CPU'}), {where['resolved_dtype']}, checkpointing {vlm.checkpoint}, "
+              f"batch {placement.batch('auto')}")
+        for i, size in enumerate(sizes.split(",")):
             w, h = (int(v) for v in size.split("x"))
             data = write_data(tmp / f"data-{size}", n, w, h)
-            rows = timed_audit(model_dir, data, tmp / f"run-{size}", steps)
+            rows = timed_audit(vlm, data, tmp / f"run-{size}", steps)
             print(f"\n{w} x {h}:\n| stage | samples | wall (s) | s / sample | s / sample-step | projected hours "
                   f"(1,500 questions, 40 steps) |\n| --- | --- | --- | --- | --- | --- |")
             hours = 0.0
@@ -114,15 +122,20 @@ def main() -> None:
                 hours += scaled
                 step = f"{per / steps:.3f}" if stage in PIXEL else ""
                 print(f"| {stage} | {count} | {seconds:.1f} | {per:.2f} | {step} | {scaled:.2f} |")
-            print(f"| total | | | | | **{hours:.2f} GPU-hours** |")
-        t0 = time.perf_counter()
-        cmd = [sys.executable, "-m", "mmaudit.cli", "audit", "--model", f"{model_dir}@L2", "--data", str(data),
-               "--reference", "self", "--paper-protocol", "--steps", str(steps), "--n-boot", "200",
-               "--ocr-limit", "0", "--recovery", "0", "--out", str(tmp / "cli")]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        status = "ok" if res.returncode == 0 else f"failed ({res.returncode}): {res.stderr[-500:]}"
-        print(f"\n`mmaudit audit` end to end on the same checkpoint ({size}, {n} questions): "
-              f"{time.perf_counter() - t0:.1f} s, {status}")
+            print(f"| total | | | | | **{hours:.2f} {'GPU-' if device == 'cuda' else 'CPU '}hours** |")
+            if i == 0 and args.cli:  # the command once, on the first (smallest) size, before the larger sizes
+                run_cli(model_dir, data, tmp / "cli", steps, f"{size}, {n} questions")
+
+
+def run_cli(model_dir: Path, data: Path, out: Path, steps: int, what: str) -> None:
+    """`mmaudit audit` as a user types it, on the same checkpoint: the command end to end."""
+    t0 = time.perf_counter()
+    cmd = [sys.executable, "-m", "mmaudit.cli", "audit", "--model", f"{model_dir}@L2", "--data", str(data),
+           "--reference", "self", "--paper-protocol", "--steps", str(steps), "--n-boot", "200",
+           "--ocr-limit", "0", "--recovery", "0", "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    status = "ok" if res.returncode == 0 else f"failed ({res.returncode}): {res.stderr[-500:]}"
+    print(f"\n`mmaudit audit` end to end on the same checkpoint ({what}): {time.perf_counter() - t0:.1f} s, {status}")
 
 
 if __name__ == "__main__":
