@@ -211,5 +211,6 @@ def main() -> None:
                     with open(args.json, "w") as fh:
                         json.dump({"device": name, "matmul_tflops": rate, "rows": rows}, fh, indent=2)
 
+
 if __name__ == "__main__":
     main()
