@@ -61,7 +61,7 @@ def step(vlm, sample: Sample) -> tuple[int, int]:
                     count(t)
 
     hooks = [m.register_forward_pre_hook(held, with_kwargs=True) for m in vlm.checkpointed_modules()] \
-        if vlm.checkpoint != "none" else []
+        if vlm.activation_checkpointing != "none" else []
     x = torch.from_numpy(sample.image).permute(2, 0, 1).float().div(255)
     delta = torch.zeros_like(x).requires_grad_(True)
     flops = FlopCounterMode(display=False, custom_mapping=CPU_SDPA)
@@ -108,7 +108,7 @@ def main() -> None:
             sample = Sample("s0", image, QUESTION, "42", "number", "chartqa")
             plain = None
             for mode in MODES:
-                vlm.checkpoint = mode
+                vlm.activation_checkpointing = mode
                 runs = {}
                 for kind, layout in {"base": ([0, 1], [1], [0]), "windowed": ([0, 1, 2], [2], [0]),
                                      "full": ([0, 1, 2], [1, 2], [0]), "decoder": ([0, 1], [1], [0, 1])}.items():

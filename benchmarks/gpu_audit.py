@@ -103,11 +103,11 @@ def main() -> None:
         tmp = Path(tmp)
         model_dir = write_checkpoint(shapes, tmp / "model", device)
         t0 = time.perf_counter()
-        placement = Placement()  # as the command places it: --device auto --dtype auto --checkpoint auto
+        placement = Placement()  # as the command places it: --device auto --dtype auto --activation-checkpointing auto
         vlm = load_model(f"{model_dir}@L2", placement)
         where = placement.describe()
         print(f"checkpoint written, loaded back in {time.perf_counter() - t0:.1f} s: {where['resolved_device']} "
-              f"({where['gpu'] or 'CPU'}), {where['resolved_dtype']}, checkpointing {vlm.checkpoint}, "
+              f"({where['gpu'] or 'CPU'}), {where['resolved_dtype']}, checkpointing {vlm.activation_checkpointing}, "
               f"batch {placement.batch('auto')}")
         for i, size in enumerate(sizes.split(",")):
             w, h = (int(v) for v in size.split("x"))

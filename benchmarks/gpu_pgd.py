@@ -176,7 +176,7 @@ def main() -> None:
         w, h = (int(v) for v in size.split("x"))
         rng = np.random.default_rng(0)
         for mode in args.checkpoints.split(","):
-            vlm.checkpoint = mode
+            vlm.activation_checkpointing = mode
             for b in batches:
                 if args.budget is not None and time.perf_counter() - start > args.budget:
                     print(f"(budget of {args.budget:.0f} s spent: rows from {w} x {h} {mode} batch {b} on not run)")

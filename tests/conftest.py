@@ -1,66 +1,41 @@
-import importlib
-
 import pytest
 import torch
 
 torch.set_num_threads(2)
 
+_TINY: dict = {}
 
-def tiny_adapter(builder: str, adapter: str, name: str, level: str):
-    """A tiny offline HF model (``mmaudit.models.hf.tiny.<builder>``) wrapped in ``mmaudit.models.hf.<adapter>``."""
+
+def tiny_model(model_type: str):
+    """The tiny offline HF model the family registry declares for ``model_type``, in its adapter at its level (one
+    per session)."""
     pytest.importorskip("transformers")
-    from mmaudit.models.hf import tiny
+    from mmaudit.models.hf.families import families
 
-    module, _, cls = adapter.partition(":")
-    built = getattr(tiny, builder)(seed=0)
-    extra = {"qformer_tokenizer": built[3]} if len(built) == 4 else {}
-    return getattr(importlib.import_module(f"mmaudit.models.hf.{module}"), cls)(*built[:3], name=name, level=level,
-                                                                                **extra)
+    if model_type not in _TINY:
+        _TINY[model_type] = families()[model_type].tiny(name=f"tiny-{model_type}")
+    return _TINY[model_type]
 
 
-@pytest.fixture(scope="session")
-def tiny_qwen():
-    return tiny_adapter("tiny_qwen2_5_vl", "qwen2_5_vl:Qwen2_5_VLAdapter", "tiny-qwen2.5-vl", "L2")
+def _session(model_type: str):
+    @pytest.fixture(scope="session")
+    def fixture():
+        return tiny_model(model_type)
+
+    return fixture
 
 
-@pytest.fixture(scope="session")
-def tiny_qwen2():
-    return tiny_adapter("tiny_qwen2_vl", "qwen2_5_vl:Qwen2_5_VLAdapter", "tiny-qwen2-vl", "L2")
-
-
-@pytest.fixture(scope="session")
-def tiny_qwen3():
-    return tiny_adapter("tiny_qwen3_vl", "qwen2_5_vl:Qwen2_5_VLAdapter", "tiny-qwen3-vl", "L3")
-
-
-@pytest.fixture(scope="session")
-def tiny_qwen35():
-    return tiny_adapter("tiny_qwen3_5", "qwen2_5_vl:Qwen2_5_VLAdapter", "tiny-qwen3.5", "L3")
-
-
-@pytest.fixture(scope="session")
-def tiny_llava():
-    return tiny_adapter("tiny_llava", "llava:LlavaAdapter", "tiny-llava-1.5", "L1")
-
-
-@pytest.fixture(scope="session")
-def tiny_gemma3():
-    return tiny_adapter("tiny_gemma3", "gemma3:Gemma3Adapter", "tiny-gemma3", "L2")
-
-
-@pytest.fixture(scope="session")
-def tiny_blip2():
-    return tiny_adapter("tiny_blip2", "blip2:Blip2Adapter", "tiny-blip2", "L1")
-
-
-@pytest.fixture(scope="session")
-def tiny_instructblip():
-    return tiny_adapter("tiny_instructblip", "instructblip:InstructBlipAdapter", "tiny-instructblip", "L1")
-
-
-@pytest.fixture(scope="session")
-def tiny_smolvlm():
-    return tiny_adapter("tiny_smolvlm", "smolvlm:SmolVLMAdapter", "tiny-smolvlm", "L1")
+tiny_qwen = _session("qwen2_5_vl")
+tiny_qwen2 = _session("qwen2_vl")
+tiny_qwen3 = _session("qwen3_vl")
+tiny_qwen35 = _session("qwen3_5")
+tiny_llava = _session("llava")
+tiny_gemma3 = _session("gemma3")
+tiny_blip2 = _session("blip-2")
+tiny_instructblip = _session("instructblip")
+tiny_smolvlm = _session("smolvlm")
+tiny_gemma4 = _session("gemma4")
+tiny_deepseek_vl = _session("deepseek_vl_hybrid")
 
 
 @pytest.fixture(scope="session")
@@ -68,13 +43,3 @@ def zoo():
     from mmaudit.models.zoo.adapter import load_zoo
 
     return {level: load_zoo(level) for level in ("L1", "L2", "L3")}
-
-
-@pytest.fixture(scope="session")
-def tiny_gemma4():
-    return tiny_adapter("tiny_gemma4", "gemma4:Gemma4Adapter", "tiny-gemma4", "L3")
-
-
-@pytest.fixture(scope="session")
-def tiny_deepseek_vl():
-    return tiny_adapter("tiny_deepseek_vl", "deepseek_vl:DeepseekVLAdapter", "tiny-deepseek-vl", "L2")

@@ -107,19 +107,22 @@ def imports_of(path) -> set[str]:
 
 
 def test_the_audit_package_points_one_way_and_pathways_never_import_it():
-    """config -> plan -> units -> executors -> driver -> sweep: each module imports only those before it, and
-    nothing under mmaudit.pathways imports the audit (or the command line)."""
+    """config -> plan -> units -> evidence -> executors -> driver -> transfer -> sweep: each module
+    imports only those before it, and nothing under mmaudit.pathways imports the audit, the command line or the run
+    store (no driver code there)."""
     from pathlib import Path
 
     import mmaudit
 
     root = Path(mmaudit.__file__).parent
-    floors = ["config", "plan", "units", "executors", "driver", "sweep"]
+    floors = ["config", "plan", "units", "evidence", "executors", "driver", "transfer", "sweep"]
+    assert {p.stem for p in (root / "audit").glob("*.py")} == {"__init__", *floors}
     for k, name in enumerate(floors):
         above = {f"mmaudit.audit.{f}" for f in floors[k + 1 :]} | {"mmaudit.audit", "mmaudit.cli"}
         assert not imports_of(root / "audit" / f"{name}.py") & above, name
     for path in (root / "pathways").rglob("*.py"):
-        assert not {m for m in imports_of(path) if m.startswith(("mmaudit.audit", "mmaudit.cli"))}, path
+        banned = ("mmaudit.audit", "mmaudit.cli", "mmaudit.store")
+        assert not {m for m in imports_of(path) if m.startswith(banned)}, path
 
 
 def test_wrong_answers_are_fixed_once_by_the_plan_before_any_executor_sees_a_sample(monkeypatch, tmp_path):

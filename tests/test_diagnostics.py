@@ -125,7 +125,7 @@ def test_recovery_counts_a_flip_recovered_only_when_it_reproduces(zoo):
     for r, s in zip(rows, samples):
         assert r["recovered"] == (r["reproduced"] and bool(r["recovered_layers"]))
         if r["reproduced"]:
-            assert 0 in r["recovered_layers"] or not Judge()(r["answers_by_layer"][0], s.answer, s.family,
+            assert 0 in r["recovered_layers"] or not Judge()(r["answers_by_layer"][0], s.answer, s.task_family,
                                                                 s.answer_type)
 
 

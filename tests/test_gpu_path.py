@@ -21,9 +21,9 @@ pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from mmaudit.models.hf.tiny import save_tiny_qwen2_5_vl
+    from mmaudit.models.hf.tiny import save_tiny
 
-    return save_tiny_qwen2_5_vl(tmp_path_factory.mktemp("tiny") / "qwen")
+    return save_tiny(tmp_path_factory.mktemp("tiny") / "qwen")
 
 
 def records(store, kinds=("clean", "attack", "recovery")) -> dict:
@@ -43,7 +43,8 @@ def same(a, b, rel: float = 1e-5) -> bool:
 
 def test_audit_help_shows_where_and_how_a_model_runs():
     out = CliRunner().invoke(app, ["audit", "--help"], terminal_width=200).output
-    for option in ("--device", "--dtype", "--device-map", "--max-pixels", "--checkpoint", "--batch", "--reference"):
+    for option in ("--device", "--dtype", "--device-map", "--max-pixels", "--activation-checkpointing", "--batch",
+                   "--reference"):
         assert option in out, option
     assert "auto" in out and "hub id" in out
 
@@ -51,8 +52,8 @@ def test_audit_help_shows_where_and_how_a_model_runs():
 def test_placement_auto_is_the_cpu_in_float32_here_and_a_missing_gpu_is_a_clear_error():
     p = Placement()
     assert p.describe()["resolved_device"] == "cpu" and p.describe()["resolved_dtype"] == "float32"
-    assert p.describe()["gpu"] is None and p.batch("auto") == 32 and p.resolved_checkpoint() == "none"
-    assert p.resolved_checkpoint("cuda") == "mlp+norms"  # on a GPU: the norms and MLPs recomputed
+    assert p.describe()["gpu"] is None and p.batch("auto") == 32 and p.resolved_checkpointing() == "none"
+    assert p.resolved_checkpointing("cuda") == "mlp+norms"  # on a GPU: the norms and MLPs recomputed
     if not torch.cuda.is_available():
         with pytest.raises(PlacementError, match="no CUDA device"):
             Placement(device="cuda:0").resolved_device()
@@ -175,7 +176,7 @@ def test_activation_checkpointing_gives_the_same_scores_and_pixel_gradients(tiny
     prompts, answers = [s.question for s in samples], [s.answer for s in samples]
 
     def run(checkpoint):
-        tiny_qwen.checkpoint = checkpoint
+        tiny_qwen.activation_checkpointing = checkpoint
         xi = x.clone().requires_grad_(True)
         lp = tiny_qwen.score(xi, prompts, answers).sequence_logprob()
         (g,) = torch.autograd.grad(lp.sum(), xi)
@@ -184,7 +185,7 @@ def test_activation_checkpointing_gives_the_same_scores_and_pixel_gradients(tiny
     try:
         (lp0, g0), (lp1, g1) = run("none"), run(mode)
     finally:
-        tiny_qwen.checkpoint = "none"
+        tiny_qwen.activation_checkpointing = "none"
     assert tiny_qwen.checkpointed_modules() and torch.allclose(lp0, lp1, atol=1e-5)
     assert torch.allclose(g0, g1, atol=1e-5) and g1.abs().sum() > 0
 
@@ -250,7 +251,7 @@ def test_each_checkpointing_mode_keeps_less_and_mlp_norms_keeps_no_float32_copy_
     widths = {vlm.model.config.text_config.hidden_size, vlm.model.config.vision_config.hidden_size}
 
     def kept(mode):
-        vlm.checkpoint = mode
+        vlm.activation_checkpointing = mode
         saved = {}
 
         def pack(t):
@@ -267,7 +268,7 @@ def test_each_checkpointing_mode_keeps_less_and_mlp_norms_keeps_no_float32_copy_
 
     (none, c_none), (mlp, c_mlp), (light, c_norms), (layers, _) = map(kept, ("none", "mlp", "mlp+norms", "layers"))
     assert none > mlp > light > layers
-    vlm.checkpoint = "mlp+norms"
+    vlm.activation_checkpointing = "mlp+norms"
     norms = sum("RMSNorm" in type(m).__name__ for m in vlm.checkpointed_modules())
     assert norms == 2 * (len(vlm.decoder_layers) + len(vlm.model.model.visual.blocks))  # two per block
     # one float32 copy per norm; the two left under mlp+norms are the norms outside the blocks (final, merger)
@@ -283,15 +284,15 @@ def test_mlp_norms_checkpointing_leaves_every_familys_pixel_gradient_unchanged(f
     x = torch.from_numpy(sample.image).permute(2, 0, 1).float() / 255
 
     def run(mode):
-        vlm.checkpoint = mode
+        vlm.activation_checkpointing = mode
         xi = x.clone().requires_grad_(True)
         lp = vlm.score(xi[None], [sample.question], [sample.answer]).sequence_logprob()
         return lp.detach(), torch.autograd.grad(lp.sum(), xi)[0]
 
     try:
         (lp0, g0), (lp1, g1) = run("none"), run("mlp+norms")
-        vlm.checkpoint = "mlp+norms"
+        vlm.activation_checkpointing = "mlp+norms"
         assert any("norm" in type(m).__name__.lower() for m in vlm.checkpointed_modules())
     finally:
-        vlm.checkpoint = "none"
+        vlm.activation_checkpointing = "none"
     assert torch.allclose(lp0, lp1, atol=1e-5) and torch.allclose(g0, g1, atol=1e-5) and g1.abs().sum() > 0

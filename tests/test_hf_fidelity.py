@@ -17,6 +17,8 @@ from PIL import Image, ImageDraw, ImageFont
 
 pytest.importorskip("transformers")
 
+from conftest import tiny_model  # noqa: E402
+
 CLIP = {"image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711]}
 HALF = {"image_mean": [0.5] * 3, "image_std": [0.5] * 3}
 SIZES = [(600, 800), (427, 640), (333, 500), (512, 512), (1200, 300), (2200, 1700)]  # (h, w); the last a text page
@@ -43,29 +45,22 @@ def pixels(img: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(img).permute(2, 0, 1).float() / 255
 
 
-# family -> (fixture of a tiny model of the family, the PIL processor class, the settings its checkpoints publish)
-FAMILIES = {
-    "qwen2.5-vl": ("tiny_qwen", "transformers.models.qwen2_vl.image_processing_pil_qwen2_vl:Qwen2VLImageProcessorPil",
-                   {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2, **CLIP}),
-    "qwen3-vl": ("tiny_qwen3", "transformers.models.qwen2_vl.image_processing_pil_qwen2_vl:Qwen2VLImageProcessorPil",
-                 {"size": {"shortest_edge": 65536, "longest_edge": 16777216}, "patch_size": 16, "merge_size": 2,
-                  **HALF}),
-    "llava-1.5": ("tiny_llava", "transformers.models.llava.image_processing_pil_llava:LlavaImageProcessorPil",
-                  {"size": {"shortest_edge": 336}, "crop_size": {"height": 336, "width": 336}, "resample": 3,
-                   **CLIP}),
-    "llava-1.5-pad": ("tiny_llava", "transformers.models.llava.image_processing_pil_llava:LlavaImageProcessorPil",
-                      {"size": {"shortest_edge": 336}, "crop_size": {"height": 336, "width": 336}, "resample": 3,
-                       "do_pad": True, **CLIP}),
-    "gemma3": ("tiny_gemma3", "transformers.models.gemma3.image_processing_pil_gemma3:Gemma3ImageProcessorPil",
-               {"size": {"height": 896, "width": 896}, "resample": 2, **HALF}),
-    "smolvlm2": ("tiny_smolvlm", "transformers.models.smolvlm.image_processing_pil_smolvlm:SmolVLMImageProcessorPil",
-                 {"size": {"longest_edge": 1536}, "max_image_size": {"longest_edge": 384}, "resample": 1, **HALF}),
-    "blip-2": ("tiny_blip2", "transformers.models.blip.image_processing_pil_blip:BlipImageProcessorPil",
-               {"size": {"height": 224, "width": 224}, "resample": 3, **CLIP}),
-    "gemma4": ("tiny_gemma4", "transformers.models.gemma4.image_processing_pil_gemma4:Gemma4ImageProcessorPil",
-               {"patch_size": 16, "max_soft_tokens": 280, "pooling_kernel_size": 3}),
-    "deepseek-vl": ("tiny_deepseek_vl", "transformers.models.deepseek_vl_hybrid.image_processing_pil_"
-                    "deepseek_vl_hybrid:DeepseekVLHybridImageProcessorPil", {}),
+# label -> (model type, the settings its checkpoints publish); the tiny model and its PIL processor class come from
+# the family registry
+LLAVA = {"size": {"shortest_edge": 336}, "crop_size": {"height": 336, "width": 336}, "resample": 3, **CLIP}
+PUBLISHED = {
+    "qwen2.5-vl": ("qwen2_5_vl", {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2,
+                                  **CLIP}),
+    "qwen3-vl": ("qwen3_vl", {"size": {"shortest_edge": 65536, "longest_edge": 16777216}, "patch_size": 16,
+                              "merge_size": 2, **HALF}),
+    "llava-1.5": ("llava", LLAVA),
+    "llava-1.5-pad": ("llava", LLAVA | {"do_pad": True}),
+    "gemma3": ("gemma3", {"size": {"height": 896, "width": 896}, "resample": 2, **HALF}),
+    "smolvlm2": ("smolvlm", {"size": {"longest_edge": 1536}, "max_image_size": {"longest_edge": 384}, "resample": 1,
+                             **HALF}),
+    "blip-2": ("blip-2", {"size": {"height": 224, "width": 224}, "resample": 3, **CLIP}),
+    "gemma4": ("gemma4", {"patch_size": 16, "max_soft_tokens": 280, "pooling_kernel_size": 3}),
+    "deepseek-vl": ("deepseek_vl_hybrid", {}),
 }
 PIXEL_KEYS = ("pixel_values", "high_res_pixel_values")
 
@@ -76,19 +71,19 @@ def with_processor(vlm, processor):
     return type(vlm)(vlm.model, vlm.tokenizer, processor, name=vlm.name, level=vlm.level, **kw)
 
 
-def load(spec: str):
-    from importlib import import_module
+def published(family: str):
+    """(adapter over the tiny model, the family's PIL processor at the published settings) of a PUBLISHED label."""
+    from mmaudit.models.hf.families import families
 
-    module, _, name = spec.partition(":")
-    return getattr(import_module(module), name)
+    model_type, settings = PUBLISHED[family]
+    processor = families()[model_type].processor_class()(**settings)
+    return with_processor(tiny_model(model_type), processor), processor
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", list(FAMILIES))
-def test_pixels_equal_the_family_processor_at_published_settings_on_real_sizes(family, request, record_property):
-    fixture, cls, settings = FAMILIES[family]
-    processor = load(cls)(**settings)
-    vlm = with_processor(request.getfixturevalue(fixture), processor)
+@pytest.mark.parametrize("family", list(PUBLISHED))
+def test_pixels_equal_the_family_processor_at_published_settings_on_real_sizes(family, record_property):
+    vlm, processor = published(family)
     rows = []
     for k, (h, w) in enumerate(SIZES):
         img = real_image(h, w, k)

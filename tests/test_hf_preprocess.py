@@ -20,9 +20,9 @@ def test_qwen_preprocessing_equals_family_processor(fixture, request):
 
 def test_saved_tiny_checkpoint_loads_offline(tmp_path):
     from mmaudit.models.hf import load_hf
-    from mmaudit.models.hf.tiny import save_tiny_qwen2_5_vl
+    from mmaudit.models.hf.tiny import save_tiny
 
-    path = save_tiny_qwen2_5_vl(tmp_path / "tiny")
+    path = save_tiny(tmp_path / "tiny")
     vlm = load_hf(path, level="L2", dtype="float32")
     x = torch.rand(1, 3, 56, 56)
     assert isinstance(vlm.generate(x, ["what ?"], max_new_tokens=3)[0], str)
@@ -34,9 +34,9 @@ def test_audit_runs_end_to_end_on_a_saved_tiny_qwen2_vl(tmp_path):
     from typer.testing import CliRunner
 
     from mmaudit.cli import app
-    from mmaudit.models.hf.tiny import save_tiny_qwen2_5_vl, tiny_qwen2_vl
+    from mmaudit.models.hf.tiny import save_tiny
 
-    path = save_tiny_qwen2_5_vl(tmp_path / "tiny2", build=tiny_qwen2_vl)
+    path = save_tiny(tmp_path / "tiny2", "qwen2_vl")
     res = CliRunner().invoke(app, ["audit", "--model", f"{path}@L2", "--data", "synthetic:2", "--steps", "2",
                                    "--n-boot", "50", "--ocr-limit", "0", "--out", str(tmp_path / "run")])
     assert res.exit_code == 0, res.output
@@ -67,9 +67,9 @@ def test_smolvlm_tiles_equal_the_family_processor(tiny_smolvlm):
 @pytest.mark.parametrize("device_map", [{"": "cpu"}, "auto"])
 def test_bf16_and_device_map_load(tmp_path, device_map):
     from mmaudit.models.hf import load_hf
-    from mmaudit.models.hf.tiny import save_tiny_qwen2_5_vl
+    from mmaudit.models.hf.tiny import save_tiny
 
-    vlm = load_hf(save_tiny_qwen2_5_vl(tmp_path / "tiny"), level="L2", dtype="bfloat16", device_map=device_map)
+    vlm = load_hf(save_tiny(tmp_path / "tiny"), level="L2", dtype="bfloat16", device_map=device_map)
     assert next(vlm.model.parameters()).dtype == torch.bfloat16 and vlm.device.type == "cpu"
     x = torch.rand(1, 3, 56, 56, requires_grad=True)
     vlm.score(x, ["what ?"], ["1"]).sequence_logprob().sum().backward()

@@ -55,7 +55,7 @@ def test_wrong_answers_on_every_synthetic_sample():
     j = Judge()
     for s in generate(ALL_FAMILIES, 40, seed=0):
         w = wrong_answer(s, j)
-        assert not j(w, s.answer, s.family, s.answer_type), (s.id, s.answer, w)
+        assert not j(w, s.answer, s.task_family, s.answer_type), (s.id, s.answer, w)
 
 
 def test_first_divergence():

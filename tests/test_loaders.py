@@ -29,7 +29,7 @@ def test_chartqa(tmp_path):
             {"imgname": "missing.png", "query": "q?", "label": "1"}, {"query": "no image", "label": "1"}]
     (tmp_path / "test" / "test_human.json").write_text(json.dumps(recs))
     ok, bad = split(load_chartqa(tmp_path / "test" / "test_human.json"))
-    assert [(s.question, s.answer, s.answer_type, s.family) for s in ok] == [
+    assert [(s.question, s.answer, s.answer_type, s.task_family) for s in ok] == [
         ("What is the peak?", "42", "number", "chartqa"), ("Which country?", "Spain", "free text", "chartqa")]
     assert [(e.sample_id, e.field) for e in bad] == [("chartqa:test_human.json:2", "image"),
                                                      ("chartqa:test_human.json:3", "imgname")]
@@ -42,7 +42,7 @@ def test_docvqa(tmp_path):
                      {"questionId": 8, "question": "Total?", "answers": [], "image": "documents/d1.png"}]}
     (tmp_path / "val_v1.0.json").write_text(json.dumps(data))
     ok, bad = split(load_docvqa(tmp_path / "val_v1.0.json"))
-    assert ok[0].answer == "1 May" and ok[0].meta["answers"] == ["1 May", "May 1"] and ok[0].family == "docvqa"
+    assert ok[0].answer == "1 May" and ok[0].meta["answers"] == ["1 May", "May 1"] and ok[0].task_family == "docvqa"
     assert (bad[0].sample_id, bad[0].field) == ("docvqa:8", "answers")
     (tmp_path / "broken.json").write_text("{")
     (err,) = load_docvqa(tmp_path / "broken.json")
@@ -70,7 +70,7 @@ def test_balanced_selection_is_reproducible():
     by = {"chartqa": fake("chartqa", 700), "docvqa": fake("docvqa", 600), "mme": fake("mme", 520)}
     a = select_balanced(by, 1500, seed=3)
     assert len(a) == 1500 and [s.id for s in a] == [s.id for s in select_balanced(by, 1500, seed=3)]
-    assert {f: sum(s.family == f for s in a) for f in by} == {"chartqa": 500, "docvqa": 500, "mme": 500}
+    assert {f: sum(s.task_family == f for s in a) for f in by} == {"chartqa": 500, "docvqa": 500, "mme": 500}
     assert [s.id for s in a] != [s.id for s in select_balanced(by, 1500, seed=4)]
     with pytest.raises(ValueError, match="mme: 520 samples, 600 needed"):
         select_balanced(by, 1800)
@@ -84,21 +84,22 @@ def test_registry_lists_the_papers_18_models_by_level():
     with pytest.raises(NotSupportedYet, match="trust_remote_code=True.*HFAdapter"):
         check_supported("Qwen-VL-Chat")  # the one left: it says how to run it where the user trusts its code
     assert sum(e.supported for e in PAPER_MODELS) == 17
-    assert check_supported("DeepSeek-VL-7B").family == "deepseek_vl_hybrid"
-    assert check_supported("Gemma4-E4B").family == "gemma4"
+    assert check_supported("DeepSeek-VL-7B").model_type == "deepseek_vl_hybrid"
+    assert check_supported("Gemma4-E4B").model_type == "gemma4"
 
 
 @pytest.mark.parametrize("build,family", [("tiny_gemma4", "gemma4"), ("tiny_deepseek_vl", "deepseek_vl_hybrid")])
 def test_load_hf_builds_gemma4_and_deepseek_vl_through_their_adapters(tmp_path, build, family):
     import torch
 
-    from mmaudit.models.hf import FAMILIES, load_hf, tiny
+    from mmaudit.models.hf import load_hf, tiny
+    from mmaudit.models.hf.families import families
 
     model, tok, ip = getattr(tiny, build)(seed=0)
     for part in (model, tok, ip):
         part.save_pretrained(tmp_path)
     vlm = load_hf(tmp_path, dtype="float32")
-    assert type(vlm).__name__ == FAMILIES[family][0].rpartition(":")[2] and vlm.chat_template
+    assert type(vlm) is families()[family].adapter and vlm.chat_template
     x = torch.rand(1, 3, 48, 64, requires_grad=True)
     assert isinstance(vlm.generate(x.detach(), ["what ?"], max_new_tokens=3)[0], str)
     vlm.score(x, ["what ?"], ["1"]).sequence_logprob().sum().backward()

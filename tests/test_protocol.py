@@ -4,22 +4,31 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import tiny_model
 from mmaudit.data.synthetic import make_sample
 from mmaudit.errors import InputError
 from mmaudit.models.vlm import VLM, PatchGrid
 
-HF_FIXTURES = {"tiny-qwen2.5-vl": "tiny_qwen", "tiny-qwen2-vl": "tiny_qwen2", "tiny-llava": "tiny_llava",
-               "tiny-qwen3-vl": "tiny_qwen3", "tiny-qwen3.5": "tiny_qwen35", "tiny-gemma3": "tiny_gemma3",
-               "tiny-blip2": "tiny_blip2", "tiny-instructblip": "tiny_instructblip",
-               "tiny-smolvlm": "tiny_smolvlm", "tiny-gemma4": "tiny_gemma4", "tiny-deepseek-vl": "tiny_deepseek_vl"}
-ADAPTERS = ["zoo-L1", "zoo-L2", "zoo-L3", *HF_FIXTURES]
+
+def registered_types() -> list[str]:
+    """Every model type the family registry holds with a tiny test model (the built-in adapters)."""
+    try:
+        from mmaudit.models.hf.families import families
+    except ImportError:  # pragma: no cover - without the [hf] extra
+        return []
+    return [name for name, fam in families().items() if fam.model_type.tiny
+            and fam.adapter.__module__.startswith("mmaudit.")]
+
+
+HF_TYPES = registered_types()
+ADAPTERS = ["zoo-L1", "zoo-L2", "zoo-L3", *HF_TYPES]
 
 
 @pytest.fixture(params=ADAPTERS)
 def vlm(request):
     if request.param.startswith("zoo"):
         return request.getfixturevalue("zoo")[request.param[-2:]]
-    return request.getfixturevalue(HF_FIXTURES[request.param])
+    return tiny_model(request.param)
 
 
 def batch(n=3):
@@ -79,11 +88,11 @@ def _tensors(obj) -> list[torch.Tensor]:
     return []
 
 
-@pytest.mark.parametrize("name", list(HF_FIXTURES))
-def test_vision_features_are_the_towers_own_output(request, name):
+@pytest.mark.parametrize("name", HF_TYPES)
+def test_vision_features_are_the_towers_own_output(name):
     """Vis-PGD's features are rows the vision tower itself emitted while the model answered (any connector
     comes after): every feature row is found among the tower's outputs, at the tower's width, not the LM's."""
-    vlm = request.getfixturevalue(HF_FIXTURES[name])
+    vlm = tiny_model(name)
     samples, images = batch(2)
     seen: list[torch.Tensor] = []
     handle = vlm.vision_module.register_forward_hook(lambda _m, _a, out: seen.extend(_tensors(out)))

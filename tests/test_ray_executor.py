@@ -76,15 +76,15 @@ def test_ray_actors_load_their_model_through_the_same_placement(tmp_path, ray):
     checkpoint in bfloat16 on CPU workers."""
     pytest.importorskip("transformers")
     from mmaudit.audit import AuditPlan, RayExecutor
-    from mmaudit.models.hf.tiny import save_tiny_qwen2_5_vl
+    from mmaudit.models.hf.tiny import save_tiny
     from mmaudit.models.load import Placement, load_model
 
-    path = save_tiny_qwen2_5_vl(tmp_path / "tiny")
-    placement = Placement(dtype="bfloat16", checkpoint="mlp")
+    path = save_tiny(tmp_path / "tiny")
+    placement = Placement(dtype="bfloat16", activation_checkpointing="mlp")
     plan = AuditPlan.build(synthetic_set(1, seed=10_000, families=FAMILIES), AuditConfig(attacks=["end_pgd"]))
     ex = RayExecutor([f"{path}@L2"], plan, placement=placement)
     (meta,) = ex.metas()
     ex.close()
     local = load_model(f"{path}@L2", placement)
-    assert (meta["device"], meta["dtype"], meta["checkpoint"]) == ("cpu", "bfloat16", "mlp")
+    assert (meta["device"], meta["dtype"], meta["activation_checkpointing"]) == ("cpu", "bfloat16", "mlp")
     assert meta["fingerprint"] == local.fingerprint  # the same model, loaded the same way

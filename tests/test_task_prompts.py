@@ -25,9 +25,9 @@ def chartqa(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory):
-    from mmaudit.models.hf.tiny import save_tiny_qwen2_5_vl
+    from mmaudit.models.hf.tiny import save_tiny
 
-    return save_tiny_qwen2_5_vl(tmp_path_factory.mktemp("tiny") / "qwen")
+    return save_tiny(tmp_path_factory.mktemp("tiny") / "qwen")
 
 
 def audit(*args):

@@ -25,7 +25,7 @@ SAMPLES = [make_sample(f, i, seed=10_000) for f in FAMILIES for i in range(25)]
 def as_plain(s: Sample, scale: int = 4) -> Sample:
     """The same question on an upscaled copy without layout metadata: what a real image looks like to an editor."""
     big = np.asarray(Image.fromarray(s.image).resize((64 * scale, 64 * scale), Image.NEAREST))
-    return Sample(s.id + "-plain", big, s.question, s.answer, s.answer_type, s.family)
+    return Sample(s.id + "-plain", big, s.question, s.answer, s.answer_type, s.task_family)
 
 
 @pytest.mark.parametrize("attack", [TypoEvid(), NatEvid()], ids=["typo", "nat"])
@@ -37,7 +37,7 @@ def test_edits_are_deterministic_wrong_and_add_only(attack):
         assert np.array_equal(e.image, again.image) and e.box == again.box
         assert changed_outside(s.image, e.image, e.box) == 0, s.id
         assert not np.array_equal(s.image, e.image), f"{s.id}: nothing drawn"
-        assert not judge(e.text, s.answer, s.family, s.answer_type), f"{s.id}: overlay {e.text!r} is not wrong"
+        assert not judge(e.text, s.answer, s.task_family, s.answer_type), f"{s.id}: overlay {e.text!r} is not wrong"
 
 
 def test_nat_evid_only_writes_into_blank_space_in_the_hosts_style():
@@ -45,11 +45,11 @@ def test_nat_evid_only_writes_into_blank_space_in_the_hosts_style():
         e = NatEvid()(s)
         assert is_blank(s.image, e.box), f"{s.id}: covered content"
         inside = e.image[e.box[1] : e.box[3], e.box[0] : e.box[2]].reshape(-1, 3)
-        if s.family == "charts":
+        if s.task_family == "charts":
             ink = next(t.color for t in s.layout.texts if t.role == "label")
             bar = next(tuple(x["color"]) for x in s.layout.shapes if x["kind"] == "bar")
             assert e.style["ink"] == list(ink) and (inside == bar).all(-1).any(), s.id
-        elif s.family == "documents":
+        elif s.task_family == "documents":
             field = next(t for t in s.layout.texts if t.role == "field" and t.text[:-1] in s.question.upper())
             assert e.style["drawn"] == f"{field.text}{e.text}" and e.style["ink"] == list(field.color), s.id
         else:
@@ -57,7 +57,7 @@ def test_nat_evid_only_writes_into_blank_space_in_the_hosts_style():
 
 
 def test_typo_evid_uses_a_fixed_region_and_cuts_to_l_characters():
-    s = next(x for x in SAMPLES if x.family == "documents" and len(x.answer) >= 3)
+    s = next(x for x in SAMPLES if x.task_family == "documents" and len(x.answer) >= 3)
     e = TypoEvid(max_chars=2)(s)
     assert len(e.text) == 2 and e.box == (0, 8 * max(free_rows(s.layout)), 16, 8 * max(free_rows(s.layout)) + 8)
     top = TypoEvid(position="top")(s)
@@ -76,7 +76,7 @@ def test_layout_editor_finds_style_and_space_by_ocr_without_metadata():
     pytest.importorskip("rapidocr")
     from mmaudit.pathways.text.ocr import read_lines, reads
 
-    doc = next(x for x in SAMPLES if x.family == "documents" and len(free_rows(x.layout)) >= 3)
+    doc = next(x for x in SAMPLES if x.task_family == "documents" and len(free_rows(x.layout)) >= 3)
     s = as_plain(doc)
     e = LayoutEditor().add_text(s, "7531")
     assert e.style["kind"] == "text line (ocr)" and e.style["ocr_lines"] >= 2

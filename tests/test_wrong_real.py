@@ -50,7 +50,7 @@ def check(samples):
     judge = Judge()
     for s in samples:
         w = s.meta["wrong_answer"]
-        assert not any(judge(w, r, s.family, s.answer_type) for r in s.references), (s.id, s.answer, w)
+        assert not any(judge(w, r, s.task_family, s.answer_type) for r in s.references), (s.id, s.answer, w)
         assert answer_kind(w) == answer_kind(s.answer), (s.answer, w)
         assert choose_wrong(s, judge, None).kind == s.meta["wrong_kind"]
         if answer_kind(s.answer) == "year":

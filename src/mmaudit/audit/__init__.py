@@ -2,9 +2,11 @@
 
 :mod:`~mmaudit.audit.config` says what to run; :mod:`~mmaudit.audit.plan` fixes the samples (wrong answers
 included), the units and their keys once; :mod:`~mmaudit.audit.units` are the work itself (clean pass, pixel
-attack, text attack, layer recovery); :mod:`~mmaudit.audit.executors` run units locally or on Ray actors;
-:mod:`~mmaudit.audit.driver` walks the plan against the run store. :mod:`~mmaudit.audit.sweep` drives the MANTIS
-stability sweep. Imports point one way: nothing in :mod:`mmaudit.pathways` imports this package.
+attack, text attack, layer recovery, transfer, a sweep run); :mod:`~mmaudit.audit.executors` run units locally or
+on Ray actors; :mod:`~mmaudit.audit.driver` walks the plan against the run store (:mod:`~mmaudit.audit.evidence`:
+the OCR evidence check after the models). :mod:`~mmaudit.audit.transfer` shows saved images to other models and
+:mod:`~mmaudit.audit.sweep` drives the MANTIS stability sweep through the same executors.
+Imports point one way: nothing in :mod:`mmaudit.pathways` imports this package.
 """
 
 from mmaudit.audit.config import AuditConfig, attack_params, make_attack

@@ -9,16 +9,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from mmaudit.judge.match import Judge
-from mmaudit.pathways import ORDER
-from mmaudit.pathways.pixel import ATTACKS
-from mmaudit.pathways.text import TEXT_ATTACKS, LayoutEditor
-from mmaudit.pathways.text.editors import ImageEditor
+from mmaudit.pathways import registry
+from mmaudit.pathways.text.editors import ImageEditor, LayoutEditor
 from mmaudit.pathways.text.runner import TextRunConfig
 
 
 @dataclass
 class AuditConfig:
-    attacks: list[str] = field(default_factory=lambda: list(ORDER))
+    attacks: list[str] = field(default_factory=registry.default_suite)
     eps: float = 8 / 255
     steps: int = 40
     alpha: float | None = None
@@ -45,30 +43,26 @@ class AuditConfig:
 REFERENCES = ("label", "self")
 MAX_NEW_TOKENS = 16  # the clean pass and every attack's check decode the same length
 
-# "full": every attack on all of C (per-attack ASR exact). "union" (AutoAttack-style): End-PGD
-# on C, Vis-PGD on what End-PGD left, MANTIS on what both left. R0, R+ and delta are still
-# exact (MANTIS's delta only counts samples its baselines left); the ASR of Vis-PGD and
-# MANTIS become lower bounds. Text attacks are cheap and always run on all of C.
+# "full": every attack on all of C (per-attack ASR exact). "union" (AutoAttack-style): the pixel attacks with a
+# union position in its order (End-PGD on C, Vis-PGD on what End-PGD left, MANTIS on what both left). R0, R+ and
+# delta are still exact (MANTIS's delta only counts samples its baselines left); the ASR of Vis-PGD and MANTIS
+# become lower bounds. Text attacks are cheap and always run on all of C.
 SCHEDULES = ("full", "union")
-UNION_ORDER = ("end_pgd", "vis_pgd", "mantis")
 
 
 def make_attack(name: str, cfg: AuditConfig, judge: Judge | None = None):
+    """The registered attack ``name`` with the config's settings."""
+    spec = registry.spec(name)
     judge = judge or Judge()
-    if name in ATTACKS:
-        return ATTACKS[name](eps=cfg.eps, steps=cfg.steps, alpha=cfg.alpha, seed=cfg.seed, early_stop=cfg.early_stop,
-                             downscale=cfg.downscale, max_new_tokens=MAX_NEW_TOKENS, judge=judge)
-    if name == "typo_evid":
-        return TEXT_ATTACKS[name](max_chars=cfg.max_chars, judge=judge, position=cfg.typo_position)
-    if name == "nat_evid":
-        return TEXT_ATTACKS[name](max_chars=cfg.max_chars, judge=judge, editor=cfg.editor)
-    raise ValueError(f"unknown attack {name!r}; choose from {ORDER}")
+    if spec.pathway == "pixel":
+        return spec.cls.from_config(cfg, judge, MAX_NEW_TOKENS)
+    return spec.cls.from_config(cfg, judge)
 
 
 def attack_params(name: str, cfg: AuditConfig) -> dict:
     """What keys an attack's records: its own parameters, plus the text-run settings for text attacks."""
     params = make_attack(name, cfg).params()
-    if name in TEXT_ATTACKS:
+    if registry.is_text(name):
         params = params | {"run": asdict(cfg.text)}
     elif cfg.schedule == "union":
         params = params | {"schedule": "union"}
@@ -80,4 +74,5 @@ def attack_order(cfg: AuditConfig) -> list[str]:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {cfg.schedule!r}")
     if cfg.schedule == "full":
         return list(cfg.attacks)
-    return [a for a in UNION_ORDER if a in cfg.attacks] + [a for a in cfg.attacks if a not in UNION_ORDER]
+    union = registry.union_order()
+    return [a for a in union if a in cfg.attacks] + [a for a in cfg.attacks if a not in union]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mmaudit.audit.config import AuditConfig, make_attack
+from mmaudit.audit.evidence import ocr_evidence
 from mmaudit.audit.executors import Executor, LocalExecutor
 from mmaudit.audit.plan import AuditPlan, Unit
 from mmaudit.audit.units import EditCache
@@ -21,8 +22,7 @@ from mmaudit.data.sample import Sample
 from mmaudit.errors import InputError
 from mmaudit.judge.match import Judge
 from mmaudit.models.vlm import VLM
-from mmaudit.pathways.pixel import ATTACKS as PIXEL_ATTACKS
-from mmaudit.pathways.text.evidence import ocr_evidence
+from mmaudit.pathways import registry
 from mmaudit.store import RunStore, key_of
 
 Progress = Callable[[str, int, int], None]
@@ -96,7 +96,7 @@ def drive(executor: Executor, plan: AuditPlan, out: Path, errors: list[InputErro
         for k, meta in enumerate(executor.metas()):
             fp, name = start_model(run, store, plan, k, meta)
             for attack in plan.attacks:
-                if meta.get("black_box") and attack in PIXEL_ATTACKS:
+                if meta.get("black_box") and registry.is_pixel(attack):
                     store.put(not_run(meta, attack, plan.params[attack], NO_GRADIENTS))
                     continue
                 run(k, plan.attack_units(fp, attack, store), f"{name} {attack}", lambda u: (plan.params[u.attack],))

@@ -28,17 +28,19 @@ from mmaudit.audit.units import (
     model_settings,
     pixel_attack_unit,
     recovery_unit,
+    sweep_unit,
     text_attack_unit,
     transfer_unit,
 )
 from mmaudit.data.sample import Sample
 from mmaudit.judge.match import Judge
-from mmaudit.pathways.text import TEXT_ATTACKS
+from mmaudit.pathways import registry
 
 
 class Executor(Protocol):
     def metas(self) -> list[dict]:
-        """Per model: name, level and fingerprint."""
+        """Per model: name, level, fingerprint and where and how it runs (device, dtype, GPU, the adapter's
+        settings), as the model record keeps them."""
         ...
 
     def run(self, model: int, units: Iterable[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
@@ -97,7 +99,7 @@ class Worker:
         if len(unit.ids) == 1:
             raise OutOfMemory(f"{self.vlm.name}: one sample ({unit.ids[0]}) does not fit in memory for "
                               f"{unit.attack or unit.method}; lower --max-pixels (Qwen family), use --downscale or "
-                              "--checkpoint layers, or use a larger device")
+                              "--activation-checkpointing layers, or use a larger device")
         self.cap = min(self.cap or len(unit.ids), (len(unit.ids) + 1) // 2)  # the halves that come next
         self.splits += 1
         return self._in_halves(unit, extra)
@@ -118,9 +120,12 @@ class Worker:
         if unit.method == "transfer":
             images, source, paths = extra
             return transfer_unit(self.vlm, chunk, keys, images, source, paths, self.judge)
+        if unit.method == "sweep":
+            (run,) = extra
+            return sweep_unit(self.vlm, chunk, keys, self.judge, run)
         atk = make_attack(unit.attack, self.cfg, self.judge)
         params = extra[0]
-        if unit.attack in TEXT_ATTACKS:
+        if registry.is_text(unit.attack):
             return text_attack_unit(self.vlm, atk, chunk, keys, self.edits, self.judge, self.cfg, params)
         return pixel_attack_unit(self.vlm, atk, chunk, keys, self.judge, self.cfg.verify_reload, params)
 

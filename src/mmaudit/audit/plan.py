@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from mmaudit.audit.config import UNION_ORDER, AuditConfig, attack_order, attack_params
+from mmaudit.audit.config import AuditConfig, attack_order, attack_params
 from mmaudit.data.loaders import answer_type_of
 from mmaudit.data.sample import Sample, sample_fingerprint
 from mmaudit.judge.match import Judge
-from mmaudit.pathways.wrong import USES_WRONG, OcrReader, assign_wrong_answers
+from mmaudit.pathways import registry
+from mmaudit.pathways.wrong import OcrReader, assign_wrong_answers
 from mmaudit.store import RunStore, key_of
 
 
@@ -31,7 +32,7 @@ class Unit:
     ``references`` (``--reference self``): per sample, the model's own clean answer and the wrong answer drawn
     for it, which stand in for the dataset's."""
 
-    method: str  # "clean", "attack" or "recovery"
+    method: str  # "clean", "attack", "recovery", "transfer" or "sweep"
     ids: tuple[str, ...]
     keys: tuple[str, ...]
     attack: str | None = None
@@ -68,7 +69,7 @@ def clean_keys(fingerprint: str, samples: Iterable[Sample], reference: str = "la
 
 def attack_keys(fingerprint: str, chunk: Iterable[Sample], params: dict) -> list[str]:
     """An attack record's key: model, sample, parameters and, for attacks that use one, the wrong answer."""
-    uses = params.get("name") in USES_WRONG
+    uses = registry.known(params.get("name", "")) and registry.spec(params["name"]).uses_wrong
     return [key_of(kind="attack", model=fingerprint, sample=sample_fingerprint(s), attack=params,
                    **({"wrong": s.meta.get("wrong_answer")} if uses else {})) for s in chunk]
 
@@ -161,8 +162,9 @@ class AuditPlan:
         # C: the clean-correct set, or under --reference self every sample the model answered
         todo = (correct_set(store, fingerprint, self.samples) if self.cfg.reference == "label"
                 else self.model_samples(fingerprint, store))
-        if self.cfg.schedule == "union" and attack in UNION_ORDER:
-            earlier = UNION_ORDER[: UNION_ORDER.index(attack)]
+        union = registry.union_order()
+        if self.cfg.schedule == "union" and attack in union:
+            earlier = union[: union.index(attack)]
             done = flipped_by(store, fingerprint, {a: self.params[a] for a in earlier if a in self.params})
             todo = [s for s in todo if s.id not in done]
         params = self.params[attack]

@@ -18,20 +18,19 @@ Summaries (paper, "Pixel Pathway: Stability"):
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from mmaudit.audit.config import AuditConfig
-from mmaudit.audit.driver import write_files
-from mmaudit.audit.plan import AuditPlan, chunks_of, correct_set
-from mmaudit.audit.units import clean_unit
+from mmaudit.audit.driver import Progress, unit_runner
+from mmaudit.audit.executors import LocalExecutor
+from mmaudit.audit.plan import AuditPlan, Unit, chunks_of, correct_set
+from mmaudit.audit.units import sweep_attack
 from mmaudit.data.sample import Sample, sample_fingerprint
 from mmaudit.judge.match import Judge
 from mmaudit.models.vlm import VLM
-from mmaudit.pathways.pixel import MANTIS
 from mmaudit.pathways.wrong import OcrReader
 from mmaudit.store import RunStore, key_of
 
@@ -46,40 +45,37 @@ class SweepConfig:
     max_new_tokens: int = 16
 
 
+def sweep_units(plan: AuditPlan, fingerprint: str, store: RunStore, run: dict) -> list[Unit]:
+    """One (seed, eps) run over the model's clean-correct set, in the plan's fixed chunks."""
+    params = sweep_attack(run).params()
+    return [Unit("sweep", tuple(s.id for s in chunk),
+                 tuple(key_of(kind="sweep", model=fingerprint, sample=sample_fingerprint(s), attack=params,
+                              wrong=s.meta.get("wrong_answer")) for s in chunk), "mantis")
+            for chunk in chunks_of(correct_set(store, fingerprint, plan.samples), plan.cfg.batch)]
+
+
 def run_sweep(models: list[VLM], samples: list[Sample], out: Path, cfg: SweepConfig, judge: Judge | None = None,
-              progress: Callable[[str, int, int], None] | None = None, pool: list[Sample] | None = None,
+              progress: Progress | None = None, pool: list[Sample] | None = None,
               ocr: OcrReader | None = None) -> RunStore:
     """MANTIS over every (seed, eps) on each model's clean-correct set; wrong answers fixed as an audit's plan
-    fixes them (``pool``'s vocabulary, the image's ``ocr`` text)."""
+    fixes them (``pool``'s vocabulary, the image's ``ocr`` text). Units run through the audit's executor (a unit
+    that runs out of memory is halved) and land in the store as they finish."""
     judge = judge or Judge()
     plan = AuditPlan.build(samples, AuditConfig(attacks=["mantis"], batch=cfg.batch), pool=pool, ocr=ocr, judge=judge)
+    out = Path(out)
     store = RunStore(out / "results.jsonl")
-    budgets = tuple(sorted(cfg.steps))
-    for vlm in models:
-        for unit in plan.clean_units(vlm.fingerprint):
-            if not all(k in store for k in unit.keys):
-                result = clean_unit(vlm, [plan.by_id[i] for i in unit.ids], list(unit.keys), judge)
-                write_files(out, result.files)
-                store.put_many(result.records)
-        chunks = chunks_of(correct_set(store, vlm.fingerprint, plan.samples), cfg.batch)
-        runs = [(seed, eps) for seed in cfg.seeds for eps in cfg.eps]
-        for n, (seed, eps) in enumerate(runs, 1):
-            atk = MANTIS(eps=eps, steps=budgets[-1], seed=seed, early_stop=cfg.early_stop, checkpoints=budgets,
-                         max_new_tokens=cfg.max_new_tokens, judge=judge)
-            for chunk in chunks:
-                keys = [key_of(kind="sweep", model=vlm.fingerprint, sample=sample_fingerprint(s), attack=atk.params(),
-                               wrong=s.meta.get("wrong_answer")) for s in chunk]
-                if all(k in store for k in keys):
-                    continue
-                res = atk(vlm, chunk)
-                store.put_many(
-                    {"kind": "sweep", "key": k, "model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint,
-                     "sample": s.id, "seed": seed, "eps": eps,
-                     "flipped_at": {str(b): bool(res.flipped_at.get(b, res.flipped)[i]) for b in budgets}}
-                    for i, (s, k) in enumerate(zip(chunk, keys))
-                )
-            if progress:
-                progress(f"{vlm.name} MANTIS sweep", n, len(runs))
+    executor = LocalExecutor(models, plan, judge)
+    run = unit_runner(executor, store, out, progress)
+    budgets = sorted(cfg.steps)
+    for k, meta in enumerate(executor.metas()):
+        fp, name = meta["fingerprint"], meta["model"]
+        run(k, plan.clean_units(fp), f"{name} clean")
+        for seed in cfg.seeds:
+            for eps in cfg.eps:
+                settings = {"seed": seed, "eps": eps, "budgets": budgets, "early_stop": cfg.early_stop,
+                            "max_new_tokens": cfg.max_new_tokens}
+                run(k, sweep_units(plan, fp, store, settings), f"{name} MANTIS sweep (seed {seed}, eps "
+                    f"{eps * 255:.0f}/255)", lambda u, settings=settings: (settings,))
     return store
 
 

@@ -19,8 +19,7 @@ from mmaudit.audit.executors import Executor
 from mmaudit.audit.plan import AuditPlan, Unit, chunks_of, correct_set
 from mmaudit.data.images import load_rgb
 from mmaudit.data.sample import sample_fingerprint
-from mmaudit.pathways.pixel import ATTACKS as PIXEL_ATTACKS
-from mmaudit.pathways.text import TEXT_ATTACKS
+from mmaudit.pathways import registry
 from mmaudit.store import RunStore, key_of
 
 NOT_ATTACKED = "a transfer target: not attacked white-box in this run"
@@ -31,7 +30,7 @@ def pixel_sources(store: RunStore, params: dict[str, dict]) -> dict[tuple[str, s
     parameters, in sample order."""
     out: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in store.records("attack"):
-        if r["attack"] in PIXEL_ATTACKS and r.get("image") and params.get(r["attack"]) == r["params"]:
+        if registry.is_pixel(r["attack"]) and r.get("image") and params.get(r["attack"]) == r["params"]:
             out[(r["fingerprint"], r["attack"])].append(r)
     return {k: sorted(v, key=lambda r: r["sample"]) for k, v in sorted(out.items())}
 
@@ -69,7 +68,7 @@ def drive_transfer(executor: Executor, plan: AuditPlan, out: Path, progress: Pro
         for k, meta in enumerate(executor.metas()):
             fp, name = start_model(run, store, plan, k, meta)
             for attack in plan.attacks:
-                if attack in TEXT_ATTACKS:
+                if registry.is_text(attack):
                     run(k, plan.attack_units(fp, attack, store), f"{name} {attack}",
                         lambda u: (plan.params[u.attack],))
                 elif not any(r["fingerprint"] == fp and r["attack"] == attack for r in store.records("attack")):

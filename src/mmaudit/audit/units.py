@@ -1,4 +1,5 @@
-"""The audit's units of work: clean pass, a pixel attack, a text attack, layer recovery, transfer, over one chunk.
+"""The audit's units of work over one chunk: clean pass, a pixel attack, a text attack, layer recovery, transfer,
+and a MANTIS stability run (the sweep).
 
 A unit runs on a loaded model and returns its records together with the PNG
 files they name (run-folder path -> bytes). Units never touch the run folder:
@@ -24,7 +25,7 @@ from mmaudit.data.sample import Sample, sample_fingerprint
 from mmaudit.errors import InputError
 from mmaudit.judge.match import Judge
 from mmaudit.models.blackbox import failed, reply_problem
-from mmaudit.models.vlm import VLM, pixels
+from mmaudit.models.vlm import VLM, Target, pixels
 from mmaudit.pathways.diagnostics.recovery import recover, unsupported
 from mmaudit.pathways.text import Edit
 from mmaudit.pathways.text.runner import run_text_chunk
@@ -69,32 +70,31 @@ def model_fields(vlm: VLM) -> dict:
     return {"model": vlm.name, "level": vlm.level, "fingerprint": vlm.fingerprint}
 
 
-def model_settings(vlm: VLM) -> dict:
-    """Where and how a model ran: device, precision, the GPU's name (and an adapter's own settings)."""
+def model_settings(vlm: Target) -> dict:
+    """Where and how a model ran: device, precision, the GPU's name (and an adapter's own settings); a target
+    that only answers runs at its endpoint."""
     import torch
 
-    if getattr(vlm, "black_box", False):
-        return {"device": vlm.device, "dtype": None, "gpu": None} | vlm.settings()
+    if not isinstance(vlm, VLM):
+        return {"device": "endpoint", "dtype": None, "gpu": None, "black_box": True} | vlm.settings()
     device = torch.device(vlm.device)
-    dtype = getattr(vlm, "dtype", torch.float32)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    extra = vlm.settings() if hasattr(vlm, "settings") else {}
-    return {"device": str(device), "dtype": str(dtype).removeprefix("torch."), "gpu": gpu} | extra
+    return {"device": str(device), "dtype": str(vlm.dtype).removeprefix("torch."), "gpu": gpu} | vlm.settings()
 
 
-def clean_unit(vlm: VLM, chunk: list[Sample], keys: list[str], judge: Judge, reference: str = "label") -> UnitResult:
+def clean_unit(vlm: Target, chunk: list[Sample], keys: list[str], judge: Judge, reference: str = "label") -> UnitResult:
     """Answer a chunk on its clean images (and keep each image for the report). ``reference="self"``: the model's
     own answer is what attacks are judged against, so C is every sample it answered (the label's verdict is kept
     as ``label_correct``)."""
     answers = vlm.generate(pixels([s.image for s in chunk]), [s.prompt for s in chunk], MAX_NEW_TOKENS)
     files = {f"clean/{sample_fingerprint(s)}.png": png_bytes(s.image, f"sample {s.id!r}") for s in chunk}
     records = []
-    black_box = getattr(vlm, "black_box", False)
+    black_box = not isinstance(vlm, VLM)
     for s, a, k in zip(chunk, answers, keys):
         right = bool(judge.correct(a, s)) and not failed(a)  # no reply is no answer: out of C, counted
         mode = {"reference_mode": "self", "label_correct": right} if reference == "self" else {}
         problem = reply_problem(a) if black_box else None
-        records.append({"kind": "clean", "key": k, **model_fields(vlm), "sample": s.id, "family": s.family,
+        records.append({"kind": "clean", "key": k, **model_fields(vlm), "sample": s.id, "family": s.task_family,
                         "answer_type": s.answer_type, "reference": s.answer, "question": s.question,
                         **prompt_field(s), "answer": a, "correct": bool(a.strip()) if mode else right,
                         "image": f"clean/{sample_fingerprint(s)}.png"} | mode
@@ -103,7 +103,7 @@ def clean_unit(vlm: VLM, chunk: list[Sample], keys: list[str], judge: Judge, ref
 
 
 def base_record(vlm: VLM, s: Sample, key: str, attack: str, params: dict) -> dict:
-    return {"kind": "attack", "key": key, **model_fields(vlm), "sample": s.id, "family": s.family,
+    return {"kind": "attack", "key": key, **model_fields(vlm), "sample": s.id, "family": s.task_family,
             "attack": attack, "params": params, "reference": s.answer, "question": s.question, **prompt_field(s)}
 
 
@@ -160,22 +160,41 @@ def text_attack_unit(vlm: VLM, attack, chunk: list[Sample], keys: list[str], edi
     return UnitResult(records, {path: data for _, path, data in got if path is not None})
 
 
-def transfer_unit(vlm: VLM, chunk: list[Sample], keys: list[str], images: list[np.ndarray], source: dict,
+def transfer_unit(vlm: Target, chunk: list[Sample], keys: list[str], images: list[np.ndarray], source: dict,
                   paths: list[str], judge: Judge) -> UnitResult:
     """Another model's saved adversarial images (``source``: its model, fingerprint, attack and parameters) shown
     to this one with the same prompt; a flip is judged as any other, on this model's own clean-correct set."""
     answers = vlm.generate(pixels(images), [s.prompt for s in chunk], MAX_NEW_TOKENS)
-    black_box = getattr(vlm, "black_box", False)
+    black_box = not isinstance(vlm, VLM)
     records = []
     for s, key, a, path in zip(chunk, keys, answers, paths):
         problem = reply_problem(a) if black_box else None
-        records.append({"kind": "transfer", "key": key, **model_fields(vlm), "sample": s.id, "family": s.family,
+        records.append({"kind": "transfer", "key": key, **model_fields(vlm), "sample": s.id, "family": s.task_family,
                         "source": source["model"], "source_fingerprint": source["fingerprint"],
                         "attack": source["attack"], "params": source["params"], "image": path,
                         "reference": s.answer, "question": s.question, **prompt_field(s), "answer": a,
                         "flipped": not judge.correct(a, s) and not failed(a)}
                        | ({"reply_error": problem} if problem else {}) | ({"error": problem} if failed(a) else {}))
     return UnitResult(records)
+
+
+def sweep_attack(run: dict, judge: Judge | None = None):
+    """The MANTIS run of a sweep unit: one (seed, eps) at the largest budget, every smaller budget a checkpoint."""
+    from mmaudit.pathways.pixel import MANTIS
+
+    budgets = tuple(run["budgets"])
+    return MANTIS(eps=run["eps"], steps=budgets[-1], seed=run["seed"], early_stop=run["early_stop"],
+                  checkpoints=budgets, max_new_tokens=run["max_new_tokens"], judge=judge or Judge())
+
+
+def sweep_unit(vlm: VLM, chunk: list[Sample], keys: list[str], judge: Judge, run: dict) -> UnitResult:
+    """Per sample, whether MANTIS has flipped it by each budget of ``run`` (seed, eps, budgets, early_stop,
+    max_new_tokens)."""
+    res = sweep_attack(run, judge)(vlm, chunk)
+    return UnitResult([{"kind": "sweep", "key": k, **model_fields(vlm), "sample": s.id, "seed": run["seed"],
+                        "eps": run["eps"], "flipped_at": {str(b): bool(res.flipped_at.get(b, res.flipped)[i])
+                                                          for b in run["budgets"]}}
+                       for i, (s, k) in enumerate(zip(chunk, keys))])
 
 
 def recovery_unit(vlm: VLM, chunk: list[Sample], adversarial: list[np.ndarray], judge: Judge,

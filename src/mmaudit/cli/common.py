@@ -15,7 +15,6 @@ from rich.table import Table
 from mmaudit.errors import MMAuditError, UsageError
 
 console = Console(width=None if sys.stdout.isatty() else 150, emoji=False)
-LEVELS = ["L1", "L2", "L3"]
 
 
 def progress_bar() -> Progress:

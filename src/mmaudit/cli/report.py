@@ -7,8 +7,9 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from mmaudit.cli.common import LEVELS, console, flag
+from mmaudit.cli.common import console, flag
 from mmaudit.errors import UsageError
+from mmaudit.models.levels import LEVELS
 
 
 def demo(

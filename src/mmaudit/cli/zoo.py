@@ -7,8 +7,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from mmaudit.cli.common import LEVELS, console, flag, progress_bar
+from mmaudit.cli.common import console, flag, progress_bar
 from mmaudit.jsonout import dumps
+from mmaudit.models.levels import LEVELS
 
 
 def zoo_accuracy(levels: list[str], n: int, seed: int, show_progress: bool = True) -> dict[str, dict[str, float]]:
@@ -41,7 +42,7 @@ def print_accuracy(results: dict[str, dict[str, float]], n: int) -> None:
 
 
 def zoo_eval(
-    level: list[str] = typer.Option(LEVELS, "--level", help="Levels to evaluate."),
+    level: list[str] = typer.Option(list(LEVELS), "--level", help="Levels to evaluate."),
     n: int = typer.Option(200, help="Questions per family (charts, documents, scenes, reading)."),
     seed: int = typer.Option(10_000, help="Seed of the held-out set (10000 is never used in training)."),
     as_json: bool = flag("--json", help="Print JSON for machines."),

@@ -37,7 +37,7 @@ def write_samples(samples: list[Sample], out: Path) -> Path:
             name = f"images/{s.id}.png"
             Image.fromarray(s.image).save(out / name)
             row = {"id": s.id, "image": name, "question": s.question, "answer": s.answer,
-                   "answer_type": s.answer_type, "family": s.family, "layout": layout_json(s), "meta": s.meta}
+                   "answer_type": s.answer_type, "family": s.task_family, "layout": layout_json(s), "meta": s.meta}
             if s.instruction:
                 row["instruction"] = s.instruction
             f.write(json.dumps(row) + "\n")

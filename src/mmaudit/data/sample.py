@@ -57,7 +57,7 @@ class Sample:
     question: str
     answer: str
     answer_type: str
-    family: str = "custom"
+    task_family: str = "custom"  # the dataset or synthetic task family (J's rule and the wrong answers read it)
     layout: Layout | None = None
     meta: dict = field(default_factory=dict)
     instruction: str = ""  # the task's answer-format instruction, shown after the question (see ``prompt``)
@@ -94,7 +94,7 @@ class Sample:
 def sample_fingerprint(s: Sample) -> str:
     """Content hash of what a model sees and is judged against: part of every store key."""
     h = hashlib.sha256(s.image.tobytes())
-    h.update(f"{s.image.shape}|{s.question}|{s.answer}|{s.answer_type}|{s.family}".encode())
+    h.update(f"{s.image.shape}|{s.question}|{s.answer}|{s.answer_type}|{s.task_family}".encode())
     if s.instruction:  # a bare question keeps the keys it always had
         h.update(f"|{s.instruction}".encode())
     return h.hexdigest()[:16]

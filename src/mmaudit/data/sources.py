@@ -69,5 +69,5 @@ def prompts_in_force(samples: list[Sample]) -> dict[str, str]:
     instructions in one dataset are listed joined by ' | ')."""
     by: dict[str, set[str]] = {}
     for s in samples:
-        by.setdefault(s.family, set()).add(s.instruction)
+        by.setdefault(s.task_family, set()).add(s.instruction)
     return {k: " | ".join(sorted(v)) for k, v in sorted(by.items())}

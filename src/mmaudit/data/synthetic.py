@@ -170,7 +170,7 @@ def make_sample(family: str, index: int, seed: int = 0, distractor_banner: float
         question=question,
         answer=answer,
         answer_type=atype,
-        family=family,
+        task_family=family,
         layout=layout,
         meta={"host": host, "seed": seed, "index": index},
     )

@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from mmaudit.normalise import answer as normalise
+
 RULES = ("exact", "relaxed", "anls", "yesno")
 _NUM = re.compile(r"^[-+]?\$?(\d+(?:[.,]\d+)*)(%?)$")
 _NUMBERS_IN = re.compile(r"\d[\d,]*(?:\.\d+)?")
@@ -38,11 +40,6 @@ def numbers_in(text: str) -> list[float]:
         except ValueError:
             continue
     return out
-
-
-def normalise(text: str) -> str:
-    text = " ".join(str(text).strip().lower().split())
-    return text.rstrip(".!?").strip()
 
 
 def exact_match(pred: str, ref: str) -> bool:
@@ -118,7 +115,7 @@ class Judge:
 
     def correct(self, pred: str, sample) -> bool:
         """J on a sample: against every reference it carries (DocVQA lists several)."""
-        return self(pred, sample.references, sample.family, sample.answer_type)
+        return self(pred, sample.references, sample.task_family, sample.answer_type)
 
     def __call__(self, pred: str, ref: str | list[str] | tuple[str, ...], dataset: str = "",
                  answer_type: str = "free text") -> bool:

@@ -66,11 +66,10 @@ def parse_endpoint(spec: str) -> tuple[str, str]:
 
 
 class EndpointVLM:
-    """``generate`` over an OpenAI-compatible chat endpoint; call :meth:`cache_in` with the run folder first."""
+    """``generate`` over an OpenAI-compatible chat endpoint (a :class:`~mmaudit.models.vlm.Target`, not a white-box
+    :class:`~mmaudit.models.vlm.VLM`); call :meth:`cache_in` with the run folder first."""
 
-    black_box = True
     level = LEVEL
-    device = "endpoint"
 
     def __init__(self, model: str, base_url: str, concurrency: int = 8, price_per_1k=(0.0, 0.0),
                  budget: float | None = None, image_detail: str | None = None, max_tokens: int | None = None) -> None:
@@ -90,7 +89,7 @@ class EndpointVLM:
                                **self._chat_args)
 
     def settings(self) -> dict:
-        return {"endpoint": self.base_url, "served_model": self.model, "black_box": True,
+        return {"endpoint": self.base_url, "served_model": self.model,
                 "image_detail": self.image_detail, "max_tokens": self.max_tokens}
 
     def usage(self) -> dict:

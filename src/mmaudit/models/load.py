@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 import torch
 
 from mmaudit.errors import UsageError
+from mmaudit.models.levels import LEVELS
 
-LEVELS = ("L1", "L2", "L3")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 CHECKPOINTS = ("auto", "none", "mlp", "mlp+norms", "layers")
@@ -34,7 +34,7 @@ class Placement:
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     device_map: str | None = None  # e.g. "auto": shard a model larger than one card over the visible GPUs
     max_pixels: int | None = None  # Qwen family: the processor's pixel budget per image (its token count)
-    checkpoint: str = "auto"  # activation checkpointing in attacks: auto (mlp+norms on a GPU, none on CPU), none, mlp,
+    activation_checkpointing: str = "auto"  # in attacks: auto (mlp+norms on a GPU, none on CPU), none, mlp,
     # mlp+norms, layers
 
     def __post_init__(self) -> None:
@@ -42,12 +42,13 @@ class Placement:
             raise PlacementError(f"--device {self.device!r}: use one of {', '.join(DEVICES)} or cuda:N")
         if self.dtype not in DTYPES:
             raise PlacementError(f"--dtype {self.dtype!r}: use one of {', '.join(DTYPES)}")
-        if self.checkpoint not in CHECKPOINTS:
-            raise PlacementError(f"--checkpoint {self.checkpoint!r}: use one of {', '.join(CHECKPOINTS)}")
+        if self.activation_checkpointing not in CHECKPOINTS:
+            raise PlacementError(f"--activation-checkpointing {self.activation_checkpointing!r}: use one of "
+                                 f"{', '.join(CHECKPOINTS)}")
 
-    def resolved_checkpoint(self, device: str | None = None) -> str:
-        if self.checkpoint != "auto":
-            return self.checkpoint
+    def resolved_checkpointing(self, device: str | None = None) -> str:
+        if self.activation_checkpointing != "auto":
+            return self.activation_checkpointing
         # mlp+norms: 0.86 GiB kept per sample at 448 px on the 3B shapes for 1.26x the FLOPs of a step, against
         # 2.52 GiB without (benchmarks/activation_memory.py)
         return "mlp+norms" if (device or self.resolved_device()).startswith("cuda") else "none"
@@ -91,7 +92,7 @@ class Placement:
             index = int(device.partition(":")[2] or 0)
             gpu = torch.cuda.get_device_name(index)
         return asdict(self) | {"resolved_device": device, "resolved_dtype": self.resolved_dtype(device), "gpu": gpu,
-                               "resolved_checkpoint": self.resolved_checkpoint(device)}
+                               "resolved_checkpointing": self.resolved_checkpointing(device)}
 
 
 def expand(specs: list[str]) -> list[str]:
@@ -145,5 +146,5 @@ def load_model(spec: str, placement: Placement | None = None, endpoint: dict | N
     device_map = placement.device_map or (None if device == "cpu" else device)
     vlm = load_hf(path, level=level or None, dtype=placement.resolved_dtype(device), device_map=device_map,
                   max_pixels=placement.max_pixels)
-    vlm.checkpoint = placement.resolved_checkpoint(device)
+    vlm.activation_checkpointing = placement.resolved_checkpointing(device)
     return vlm

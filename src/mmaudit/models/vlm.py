@@ -1,4 +1,4 @@
-"""The white-box VLM protocol every adapter implements, and the helpers they share.
+"""The target protocols, answers only (:class:`Target`) and white-box (:class:`VLM`), and the helpers adapters share.
 
 Attacks and diagnostics talk only to this surface, never to a model family:
 
@@ -18,15 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
 from torch import nn
 
 from mmaudit.errors import InputError
-
-Level = Literal["L1", "L2", "L3"]
+from mmaudit.models.levels import Level
 
 
 @dataclass
@@ -99,26 +98,41 @@ class TiledGrid(PatchGrid):
 
 
 @runtime_checkable
-class VLM(Protocol):
-    """What an attack, a diagnostic or the store needs from a vision-language model."""
+class Target(Protocol):
+    """What every audit target has, a deployed model behind an endpoint included: it answers (image, prompt) pairs.
+    That is all the rendered-text pathway, RUG and transfer need."""
 
     name: str
-    level: Level
-    device: torch.device  # where inputs go; adapters never infer it from a parameter
+    level: str  # L1/L2/L3 (Level), or "API" for a deployed model whose fusion level is unknown
 
     @property
     def fingerprint(self) -> str:
-        """Stable hash of architecture + weights; part of every store key."""
+        """Stable hash of what decides the answers (architecture and weights, or endpoint and served model); part
+        of every store key."""
         ...
-
-    @property
-    def decoder_layers(self) -> Sequence[nn.Module]: ...
 
     def generate(
         self, images: torch.Tensor | list[torch.Tensor], prompts: list[str], max_new_tokens: int = 16
     ) -> list[str]:
         """Greedy answers, batched."""
         ...
+
+    def settings(self) -> dict:
+        """What else decides this target's answers and cost (kept in the run's model record)."""
+        ...
+
+
+@runtime_checkable
+class VLM(Target, Protocol):
+    """A white-box model: what the pixel attacks, OAR and layer recovery need beyond answers. Code that may meet
+    either kind asks ``isinstance(model, VLM)``."""
+
+    level: Level
+    device: torch.device  # where inputs go; adapters never infer it from a parameter
+    dtype: torch.dtype
+
+    @property
+    def decoder_layers(self) -> Sequence[nn.Module]: ...
 
     def score(self, images: torch.Tensor | list[torch.Tensor], prompts: list[str], answers: list[str]) -> AnswerScores:
         """Teacher-forced logits of ``answers``; differentiable w.r.t. ``images``."""

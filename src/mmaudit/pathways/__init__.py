@@ -1,7 +1,3 @@
-"""The two visual pathways of FusionAudit and how their attacks combine into R0, R+ and delta."""
-
-BASELINES = ("vis_pgd", "end_pgd", "typo_evid")
-ENHANCED = {"mantis": ("vis_pgd", "end_pgd"), "nat_evid": ("typo_evid",)}  # delta is against these baselines
-ORDER = ("vis_pgd", "end_pgd", "mantis", "typo_evid", "nat_evid")
-NAMES = {"vis_pgd": "Vis-PGD", "end_pgd": "End-PGD", "mantis": "MANTIS", "typo_evid": "Typo-Evid",
-         "nat_evid": "Nat-Evid"}
+"""The two visual pathways of FusionAudit: pixel/ and text/ attacks, diagnostics/, and the registry
+(:mod:`mmaudit.pathways.registry`) from which the audit, the risk accounting and the report learn every attack's
+name, pathway, role, wrong-answer use, cost and union position."""

@@ -24,7 +24,6 @@ and the store keys of the attacks that use it include it.
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -33,10 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmaudit.data.sample import Sample
-from mmaudit.judge.match import Judge, normalise
+from mmaudit.judge.match import Judge
+from mmaudit.normalise import answer as normalise
+from mmaudit.normalise import words
 from mmaudit.pathways.answer_kinds import CLASSES, NUMERIC_KINDS, answer_kind, candidates, closed_class, match_case
 
-USES_WRONG = ("mantis", "typo_evid", "nat_evid")  # attacks whose records depend on the wrong answer
 SOURCES = ("rule", "class", "image", "vocabulary", "image (shape)", "vocabulary (any shape)", "image (any)",
            "random")
 _STOP = set("a an the of in on at to for by with from is are was were be been what which who whom whose how many "
@@ -60,12 +60,8 @@ def _rng(*keys: str) -> np.random.Generator:
     return np.random.default_rng([zlib.crc32(k.encode()) for k in keys])
 
 
-def _words(text: str) -> list[str]:
-    return re.findall(r"[^\W_]+", normalise(text))
-
-
 def _content(question: str) -> set[str]:
-    return {w for w in _words(question) if w not in _STOP and not w.isdigit()}
+    return {w for w in words(question) if w not in _STOP and not w.isdigit()}
 
 
 def _similar_length(candidate: str, ref: str) -> bool:
@@ -94,7 +90,7 @@ class Vocabulary:
     def by_dataset(cls, samples: Iterable[Sample]) -> dict[str, Vocabulary]:
         pairs: dict[str, list[tuple[str, str]]] = defaultdict(list)
         for s in samples:
-            pairs[s.family] += [(r, s.question) for r in s.references]
+            pairs[s.task_family] += [(r, s.question) for r in s.references]
         return {family: cls(p) for family, p in pairs.items()}
 
     def __len__(self) -> int:
@@ -158,7 +154,7 @@ def choose_wrong(
 
     def wrong(c: str) -> bool:
         return bool(c.strip()) and normalise(c) != normalise(ref) and not judge(
-            c, sample.references, sample.family, sample.answer_type)
+            c, sample.references, sample.task_family, sample.answer_type)
 
     def first(pool: Iterable[str]) -> str | None:
         ok = sorted({match_case(c, ref) for c in pool if wrong(match_case(c, ref))})
@@ -232,7 +228,7 @@ def assign_wrong_answers(samples: Sequence[Sample], judge: Judge | None = None, 
         if "wrong_answer" in s.meta:
             continue
         try:
-            w = choose_wrong(s, judge, vocab.get(s.family), ocr)
+            w = choose_wrong(s, judge, vocab.get(s.task_family), ocr)
         except NoWrongAnswer:
             missing.append(s.id)
             continue

@@ -1,1 +1,2 @@
-"""QIMG-7 + SATR: polluted multimodal-RAG evaluation (scoring of released judged files so far)."""
+"""QIMG-7 + SATR: constructing the polluted multimodal-RAG benchmark (construct/) and evaluating a stack and the
+trust-routing defences on it (evaluate/)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from mmaudit.pathways import NAMES, ORDER
+from mmaudit.pathways import registry
 from mmaudit.report import plots
 from mmaudit.report.html import Page, Raw, esc, figure, link, png_uri, read_rgb, runs_html, table
 from mmaudit.report.markdown import INTRO, UNION_NOTE, validity_rows
@@ -18,8 +18,6 @@ from mmaudit.report.risk import wanted
 from mmaudit.report.tables import all_tables, ci, moved_text, pct
 from mmaudit.report.transfer import cell_name, transfer_tables
 from mmaudit.store import RunStore
-
-PIXEL = ("vis_pgd", "end_pgd", "mantis")
 
 
 def _tables(summary: dict) -> str:
@@ -75,7 +73,7 @@ def _plots(summary: dict) -> str:
     attacks, levels, models = summary["attacks"], summary["levels"], summary["models"]
     if levels and attacks:
         keys = [f"asr_{a}" for a in attacks] + ["r0", "r_plus", "gap"]
-        groups = [NAMES.get(a, a) for a in attacks] + ["R0", "R+", "R+ − R0"]
+        groups = [registry.display(a) for a in attacks] + ["R0", "R+", "R+ − R0"]
         figs.append(figure(plots.bars(groups, {lv: [m[k] for k in keys] for lv, m in levels.items()},
                                       "% of C", "ASR per attack per level (95% CI)"),
                            "Attack success per attack and level: macro over the level's models, whiskers the "
@@ -102,7 +100,7 @@ def _plots(summary: dict) -> str:
                            "Share of reproduced End-PGD flips whose clean answer returns when the clean hidden "
                            "states are patched in at that layer."))
     for attack, d in summary.get("text", {}).items():
-        name = NAMES.get(attack, attack)
+        name = registry.display(attack)
         rows = d["rug"]["models"]
         figs.append(figure(plots.bars([r["model"] for r in rows],
                                       {"P_read": [with_ci(r, "p_read") for r in rows],
@@ -141,7 +139,7 @@ def _card(run: Path, attack: str, x: dict) -> str:
     if clean is not None:
         pics.append(figure(png_uri(clean), "clean"))
     if adv is not None:
-        if attack in PIXEL:
+        if registry.is_pixel(attack):
             pics.append(figure(png_uri(adv), "adversarial"))
             if clean is not None and clean.shape == adv.shape:
                 amp = f"perturbation ×{0.5 / x['eps']:.0f}" if x.get("eps") else "perturbation (scaled)"
@@ -168,9 +166,9 @@ def _card(run: Path, attack: str, x: dict) -> str:
 def _galleries(run: Path, summary: dict) -> str:
     parts = []
     ex = summary.get("examples", {})
-    for attack in sorted(ex, key=lambda a: ORDER.index(a) if a in ORDER else len(ORDER)):
+    for attack in sorted(ex, key=registry.table_rank):
         items = ex[attack]
-        parts.append(f"<h3>{esc(NAMES.get(attack, attack))}</h3><div class=\"gallery\">"
+        parts.append(f"<h3>{esc(registry.display(attack))}</h3><div class=\"gallery\">"
                      + "".join(_card(run, attack, x) for x in items) + "</div>")
     return "".join(parts) or "<p>No flips to show.</p>"
 
@@ -185,7 +183,7 @@ def _oar_figure(run: Path, summary: dict) -> str:
             adv = read_rgb(run, x.get("attacked_image"))
             if adv is not None and x.get("attention_map"):
                 figs.append(figure(plots.attention_overlay(adv, x["attention_map"], x.get("box"),
-                                                           f"{NAMES[attack]} · {x['model']}"),
+                                                           f"{registry.display(attack)} · {x['model']}"),
                                    f"{x['model']}, {x['sample']}: OAR {x.get('oar') or float('nan'):.2f}; cyan: "
                                    f"overlay region"))
     if not figs:
@@ -234,7 +232,7 @@ def _run(summary: dict, runs: list[dict]) -> str:
     audits = [r for r in runs if r["command"] == "audit"]
     if audits:
         parts.append("<h3>Attack parameters</h3>" + table(["attack", "parameters"], [
-            [NAMES.get(a, a), json.dumps(p, sort_keys=True)] for a, p in audits[-1]["params"].get("attack_params",
+            [registry.display(a), json.dumps(p, sort_keys=True)] for a, p in audits[-1]["params"].get("attack_params",
                                                                                                  {}).items()]))
     b = summary["bootstrap"]
     parts.append(f"<p class=\"note\">Bootstrap: {b['replicates']} replicates, seed {b['seed']} ({esc(b['resampled'])})."
@@ -245,7 +243,7 @@ def _run(summary: dict, runs: list[dict]) -> str:
 def _flipped(store: RunStore, params: dict | None) -> dict[tuple[str, str], list[dict]]:
     """(sample, model fingerprint) -> the attack records that flipped it, in attack order."""
     flips: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for r in sorted(store.records("attack"), key=lambda r: ORDER.index(r["attack"]) if r["attack"] in ORDER else 9):
+    for r in sorted(store.records("attack"), key=lambda r: registry.table_rank(r["attack"])):
         if r["flipped"] and wanted(r, params):
             flips[(r["sample"], r["fingerprint"])].append(r)
     return flips
@@ -271,7 +269,7 @@ def _samples(store: RunStore, params: dict | None, page: int = 50) -> str:
                 row.append("")
                 continue
             parts = [f"{'✓' if c['correct'] else '✗'} {esc(c['answer'])}"] + [
-                f"{esc(NAMES.get(r['attack'], r['attack']))}: {esc(r['answer'])} ({link(r.get('image'), 'image')})"
+                f"{esc(registry.display(r['attack']))}: {esc(r['answer'])} ({link(r.get('image'), 'image')})"
                 for r in flips.get((sid, fp), [])]
             row.append(Raw("<br>".join(parts)))
         rows.append(row)
@@ -289,7 +287,7 @@ def _all_flips(store: RunStore, params: dict | None, page: int = 25) -> str:
     for (sid, fp), recs in sorted(_flipped(store, params).items()):
         c = clean.get((fp, sid), {})
         for r in recs:
-            rows.append([r["model"], r["level"], NAMES.get(r["attack"], r["attack"]), sid, r.get("question", ""),
+            rows.append([r["model"], r["level"], registry.display(r["attack"]), sid, r.get("question", ""),
                          r["reference"], c.get("answer", ""), r["answer"], r.get("overlay") or "",
                          Raw(f"{link(c.get('image'), 'clean')} {link(r.get('image'), 'attacked')}")])
     if not rows:

@@ -15,7 +15,7 @@ import numpy as np
 
 from mmaudit.errors import UsageError
 from mmaudit.jsonout import write_json
-from mmaudit.pathways import BASELINES
+from mmaudit.pathways import registry
 from mmaudit.report.html import Page, esc, runs_html, table
 from mmaudit.report.markdown import md_table, md_text
 from mmaudit.report.risk import model_flags
@@ -35,7 +35,7 @@ def paired_difference(a: ModelFlags, b: ModelFlags, attacks_a: list[str], attack
     def parts(m: ModelFlags, idx: list[int], attacks: list[str]) -> np.ndarray:
         c = m.correct[idx].astype(float)
         return np.stack([c, union(m, attacks)[idx].astype(float),
-                         union(m, [x for x in BASELINES if x in attacks])[idx].astype(float)])
+                         union(m, [x for x in registry.baselines() if x in attacks])[idx].astype(float)])
 
     pa, pb = parts(a, ia, attacks_a), parts(b, ib, attacks_b)
     rng = np.random.default_rng(seed)

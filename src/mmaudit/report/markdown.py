@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from mmaudit.jsonout import dumps
-from mmaudit.pathways import NAMES
+from mmaudit.pathways import registry
 from mmaudit.report.tables import all_tables, moved_text, pct
 from mmaudit.report.transfer import transfer_tables
 
@@ -83,14 +83,14 @@ def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Pa
                   f"reads it on {ocr['still_read']} ({pct(ocr['rate'])}%)."]
     if summary["mean_passes"]:
         lines += ["", "Mean model passes per clean-correct sample: "
-                  + ", ".join(f"{NAMES.get(a, a)} {v:.1f}" for a, v in summary["mean_passes"].items())]
+                  + ", ".join(f"{registry.display(a)} {v:.1f}" for a, v in summary["mean_passes"].items())]
     if summary.get("edit_failures"):
         lines += ["", "Edits that could not be made (counted as not flipped): "
-                  + ", ".join(f"{NAMES.get(a, a)} {n}" for a, n in summary["edit_failures"].items())]
+                  + ", ".join(f"{registry.display(a)} {n}" for a, n in summary["edit_failures"].items())]
     lines += ["", f"Errors (samples that could not be audited): {len(summary['errors'])}"]
     lines += [f"- {md_text(e['sample'])} · {md_text(e['field'])}: {md_text(e['reason'])}" for e in summary["errors"]]
     for attack, items in summary.get("examples", {}).items():
-        lines += ["", f"## Examples: {NAMES.get(attack, attack)}", ""]
+        lines += ["", f"## Examples: {registry.display(attack)}", ""]
         for x in items:
             overlay = f", overlay {x['overlay']!r}" if x.get("overlay") else ""
             lines += [f"{md_text(x['model'])} · {md_text(x['sample'])} · {md_text(x['question'])} "
@@ -98,7 +98,7 @@ def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Pa
                       f"**{md_text(x['clean_answer'])}**, attacked → **{md_text(x['attacked_answer'])}**", "",
                       f"![clean]({x['clean_image']}) ![attacked]({x['attacked_image']})", ""]
     for x in (summary.get("transfer") or {}).get("examples", []):
-        lines += ["", f"Transferred: {md_text(x['source'])} · {md_text(NAMES.get(x['attack'], x['attack']))} → "
+        lines += ["", f"Transferred: {md_text(x['source'])} · {md_text(registry.display(x['attack']))} → "
                   f"{md_text(x['target'])} · {md_text(x['sample'])} · {md_text(x['question'])} (reference "
                   f"{md_text(x['reference'])}): clean → **{md_text(x['clean_answer'])}**, transferred image → "
                   f"**{md_text(x['attacked_answer'])}**", "",

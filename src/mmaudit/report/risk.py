@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from mmaudit.pathways import BASELINES, ENHANCED, ORDER
+from mmaudit.pathways import registry
 from mmaudit.stats import ModelFlags, bootstrap_level_ci, model_summary, rank_agreement, union
 from mmaudit.store import RunStore
 
@@ -48,9 +48,10 @@ def flags_by_fingerprint(store: RunStore, attack_params: dict[str, dict] | None 
 def risk_summary(store: RunStore, attack_params: dict[str, dict] | None, n_boot: int, seed: int) -> dict:
     models = model_flags(store, attack_params)
     present = {a for m in models for a in m.flipped}
-    attacks = [a for a in ORDER if a in present] + sorted(present - set(ORDER))
-    baselines = [a for a in BASELINES if a in attacks]
-    enhanced = {e: tuple(b for b in base if b in attacks) for e, base in ENHANCED.items() if e in attacks}
+    known = registry.names()
+    attacks = [a for a in known if a in present] + sorted(present - set(known))
+    baselines = [a for a in registry.baselines() if a in attacks]
+    enhanced = {e: tuple(b for b in base if b in attacks) for e, base in registry.enhanced().items() if e in attacks}
     rows = [model_summary(m, baselines, enhanced) for m in models]
     passes: dict[str, list[int]] = defaultdict(list)
     failed: dict[str, int] = defaultdict(int)
@@ -92,20 +93,20 @@ def risk_summary(store: RunStore, attack_params: dict[str, dict] | None, n_boot:
     return {
         "attacks": attacks, "baselines": baselines, "enhanced": {e: list(b) for e, b in enhanced.items()},
         "coverage": coverage, "models": rows, "levels": levels, "ranking": ranking, "schedule": schedule,
-        "mean_passes": {a: float(np.mean(v)) for a, v in passes.items() if a in ATTACK_COST},
+        "mean_passes": {a: float(np.mean(v)) for a, v in passes.items()
+                        if registry.known(a) and registry.spec(a).counts_passes},
         "edit_failures": {a: n for a, n in failed.items() if n},
     }
-
-
-ATTACK_COST = ("vis_pgd", "end_pgd", "mantis")  # model passes are counted for the gradient attacks
 
 
 def suite_coverage(attacks: list[str], baselines: list[str], enhanced: dict[str, tuple[str, ...]]) -> dict:
     """Which attacks each union covers and what a partial suite cannot measure: the gap R+ - R0 needs an enhanced
     attack (without one it is 0 by construction), and an enhanced attack's delta needs all of its baselines."""
-    missing = [a for a in ORDER if a not in attacks]
-    not_measured = [] if any(e in attacks for e in ENHANCED) else ["gap"]
-    not_measured += [f"delta_{e}" for e in ENHANCED if e in attacks and set(ENHANCED[e]) - set(enhanced.get(e, ()))]
+    missing = [a for a in registry.default_suite() if a not in attacks]
+    declared = registry.enhanced()
+    not_measured = [] if any(e in attacks for e in declared) else ["gap"]
+    not_measured += [f"delta_{e}" for e, base in declared.items()
+                     if e in attacks and set(base) - set(enhanced.get(e, ()))]
     return {"r0": list(baselines), "r_plus": list(attacks), "missing": missing, "partial": bool(missing),
             "not_measured": not_measured}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mmaudit.pathways import NAMES
+from mmaudit.pathways import registry
 
 Table = tuple[str, list[str], list[list[str]]]
 
@@ -34,7 +34,7 @@ def coverage_note(summary: dict) -> str:
     cov = summary.get("coverage") or {}
     if not cov.get("partial"):
         return ""
-    names = lambda attacks: ", ".join(NAMES.get(a, a) for a in attacks) or "none"  # noqa: E731
+    names = lambda attacks: ", ".join(registry.display(a) for a in attacks) or "none"  # noqa: E731
     return (f"partial suite: R0 covers {names(cov['r0'])}; R+ covers {names(cov['r_plus'])}; not run: "
             f"{names(cov['missing'])}" + ("; R+ − R0 and δ where their attacks are missing: not measured"
                                           if cov["not_measured"] else ""))
@@ -47,7 +47,7 @@ def not_run_note(summary: dict) -> str:
     for r in summary["models"]:
         by_reason: dict[str, list[str]] = {}
         for attack, reason in r.get("not_run", {}).items():
-            by_reason.setdefault(reason, []).append(NAMES.get(attack, attack))
+            by_reason.setdefault(reason, []).append(registry.display(attack))
         parts += [f"{r['model']}: {', '.join(names)} n/a ({reason})" for reason, names in by_reason.items()]
     return "; ".join(parts)
 
@@ -60,8 +60,8 @@ def table_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
     """Table 1's model rows: clean accuracy, |C|, each attack's ASR, R0, R+, the gap and each δ (points)."""
     attacks, enhanced = summary["attacks"], list(summary["enhanced"])
     star = "*" if (summary.get("coverage") or {}).get("partial") else ""
-    head = ["model", "level", "clean", "|C|"] + [NAMES.get(a, a) for a in attacks] + \
-        [f"R0{star}", f"R+{star}", "R+ − R0"] + [f"δ {NAMES.get(e, e)}" for e in enhanced]
+    head = ["model", "level", "clean", "|C|"] + [registry.display(a) for a in attacks] + \
+        [f"R0{star}", f"R+{star}", "R+ − R0"] + [f"δ {registry.display(e)}" for e in enhanced]
     rows = []
     for r in summary["models"]:
         rows.append([r["model"], r["level"], pct(r["clean_acc"]), str(r["n_correct"])]
@@ -74,8 +74,8 @@ def table_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
 def level_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
     """The level macros, one column per level (so CIs fit a terminal): mean over the level's models, 95% CI."""
     attacks, enhanced, levels = summary["attacks"], list(summary["enhanced"]), summary["levels"]
-    keys = [(f"asr_{a}", NAMES.get(a, a)) for a in attacks] + [("r0", "R0"), ("r_plus", "R+"), ("gap", "R+ − R0")] \
-        + [(f"delta_{e}", f"δ {NAMES.get(e, e)}") for e in enhanced]
+    keys = [(f"asr_{a}", registry.display(a)) for a in attacks] + [("r0", "R0"), ("r_plus", "R+"), ("gap", "R+ − R0")] \
+        + [(f"delta_{e}", f"δ {registry.display(e)}") for e in enhanced]
     head = ["metric"] + [f"{lv} ({models_label(m['n_models'])})" for lv, m in levels.items()]
     return head, [[label] + [_cell(summary, key, m[key], ci) for m in levels.values()] for key, label in keys]
 
@@ -95,7 +95,7 @@ def _two_part(table: dict, cols: list[tuple[str, str, str]]) -> list[list[str]]:
 def diagnostic_tables(summary: dict) -> list[Table]:
     tables: list[Table] = []
     for attack, d in summary.get("text", {}).items():
-        name = NAMES.get(attack, attack)
+        name = registry.display(attack)
         cols = [("p_read", "pct", "P_read"), ("p_use", "pct", "P_use"), ("rug", "pct", "RUG")]
         tables.append((f"RUG, {name} (% of overlays; RUG = P_read - P_use)", ["model", "level", "n"]
                        + [c[2] for c in cols], _two_part(d["rug"], cols)))

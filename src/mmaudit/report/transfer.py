@@ -15,8 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from mmaudit.pathways import NAMES, ORDER
-from mmaudit.pathways.text import TEXT_ATTACKS
+from mmaudit.pathways import registry
 from mmaudit.report.risk import flags_by_fingerprint, wanted
 from mmaudit.report.tables import Table, ci
 from mmaudit.stats import ModelFlags, bootstrap_level_ci, union
@@ -24,7 +23,7 @@ from mmaudit.store import RunStore
 
 
 def cell_name(source: str, attack: str) -> str:
-    return f"{source} · {NAMES.get(attack, attack)}"
+    return f"{source} · {registry.display(attack)}"
 
 
 def transfer_summary(store: RunStore, attack_params: dict[str, dict] | None, n_boot: int, seed: int,
@@ -45,7 +44,8 @@ def transfer_summary(store: RunStore, attack_params: dict[str, dict] | None, n_b
         cells[(r["source_fingerprint"], r["attack"], r["fingerprint"])][r["sample"]] = r["flipped"]
         names[r["source_fingerprint"]] = r["source"]
     matrix = []
-    order = lambda kv: (names[kv[0][0]], ORDER.index(kv[0][1]), flags[kv[0][2]].level, flags[kv[0][2]].model)  # noqa: E731
+    order = lambda kv: (names[kv[0][0]], registry.table_rank(kv[0][1]), flags[kv[0][2]].level,  # noqa: E731
+                        flags[kv[0][2]].model)
     for (src, attack, tgt), flips in sorted(cells.items(), key=order):
         m = flags[tgt]
         has = np.array([q in flips for q in m.questions])
@@ -58,7 +58,7 @@ def transfer_summary(store: RunStore, attack_params: dict[str, dict] | None, n_b
     targets = []
     for tgt in sorted({c["target_fingerprint"] for c in matrix}, key=lambda f: (flags[f].level, flags[f].model)):
         m = flags[tgt]
-        direct = {a: f for a, f in m.flipped.items() if a in TEXT_ATTACKS and a not in m.not_run}
+        direct = {a: f for a, f in m.flipped.items() if registry.is_text(a) and a not in m.not_run}
         moved = {f"{c['source_fingerprint']}:{c['attack']}": cells[(c["source_fingerprint"], c["attack"], tgt)]
                  for c in matrix if c["target_fingerprint"] == tgt and not c["diagonal"]}
         got = {k: np.array([v.get(q, False) for q in m.questions]) for k, v in moved.items()}
@@ -67,7 +67,7 @@ def transfer_summary(store: RunStore, attack_params: dict[str, dict] | None, n_b
                "clean_failed": failed[tgt], "text_direct": list(_ci(bb, list(direct), n_boot, seed)),
                "r_plus_black_box": list(_ci(bb, list(bb.flipped), n_boot, seed)), "transferred_from": len(got),
                "r_plus_white_box": None}
-        if any((tgt, a) in ran for a in m.flipped if a not in TEXT_ATTACKS):  # audited white-box in this run
+        if any((tgt, a) in ran for a in m.flipped if not registry.is_text(a)):  # audited white-box in this run
             row["r_plus_white_box"] = list(_ci(m, list(m.flipped), n_boot, seed))
         targets.append(row)
     return {"matrix": matrix, "targets": targets, "examples": _examples(store, recs, examples)}

@@ -49,6 +49,16 @@ def user_turn(question: str) -> list[dict]:
     return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
 
 
+def level_of(model_type: str, name: str = "") -> str:
+    """The fusion level the family registry gives a transformers model type."""
+    from mmaudit.models.hf.families import lookup
+
+    entry = lookup(model_type)
+    if entry is None:
+        raise ValueError(f"{name or model_type}: model type {model_type!r} is not registered; pass level=")
+    return entry.level
+
+
 def module_device(model: nn.Module, module: nn.Module) -> torch.device:
     """Where ``module`` lives under the model's device map (accelerate hooks included)."""
     hook = getattr(module, "_hf_hook", None)
@@ -60,11 +70,11 @@ def module_device(model: nn.Module, module: nn.Module) -> torch.device:
 
 
 class HFAdapter:
-    """Base adapter: the protocol written once over a causal VLM from transformers."""
+    """Base adapter: the protocol written once over a causal VLM from transformers. A family registers its model
+    types with ``@family(...)`` (:mod:`mmaudit.models.hf.families`); the level comes from the model type."""
 
-    level = "L2"
     image_placeholder = "<image>"  # what the chat template (or the fallback prompt) writes for the image
-    checkpoint = "none"  # activation checkpointing under gradients: none, mlp, mlp+norms, layers (see CHECKPOINTING)
+    activation_checkpointing = "none"  # under gradients: none, mlp, mlp+norms, layers (see CHECKPOINTING)
 
     def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
                  chat_template: str | None = None) -> None:
@@ -74,8 +84,7 @@ class HFAdapter:
         self.tokenizer = tokenizer
         self.image_processor = image_processor
         self.name = name
-        if level is not None:
-            self.level = level
+        self.level = level or level_of(model.config.model_type, name)
         # Inputs go where the embedding layer is, per the device map (never "the first parameter").
         self.device = module_device(model, model.get_input_embeddings())
         self.dtype = next(model.parameters()).dtype
@@ -87,6 +96,16 @@ class HFAdapter:
 
     def configure(self, model, tokenizer, ip) -> None:
         """A family's own settings, read from its model config, tokenizer and image processor ``ip``."""
+
+    @classmethod
+    def load_extras(cls, path, max_pixels: int | None = None) -> dict:
+        """Further constructor arguments a checkpoint folder supplies (a second tokenizer, a pixel budget)."""
+        return {}
+
+    @classmethod
+    def tiny_extras(cls, extra: tuple) -> dict:
+        """Constructor arguments from what a tiny builder returns after (model, tokenizer, image processor)."""
+        return {}
 
     # ------------------------------------------------------------ family hooks
     # Defaults fit the usual transformers layout (model.model.{vision_tower, language_model}); a family
@@ -190,7 +209,8 @@ class HFAdapter:
 
     def settings(self) -> dict:
         """What else decides this model's numbers and memory (kept in the run's model record)."""
-        return {"checkpoint": self.checkpoint, "attention": self.model.config._attn_implementation}
+        return {"activation_checkpointing": self.activation_checkpointing,
+                "attention": self.model.config._attn_implementation}
 
     def checkpointed_modules(self) -> list[nn.Module]:
         """The blocks activation checkpointing wraps: each decoder and vision-tower layer, or only their MLPs, or
@@ -200,10 +220,10 @@ class HFAdapter:
         for module in self.vision_module.modules():
             if isinstance(module, nn.ModuleList) and len(module) > 1:
                 layers += list(module)
-        if self.checkpoint == "layers":
+        if self.activation_checkpointing == "layers":
             return layers
         chosen = [m.mlp for m in layers if isinstance(getattr(m, "mlp", None), nn.Module)]
-        if self.checkpoint == "mlp+norms":
+        if self.activation_checkpointing == "mlp+norms":
             chosen += [c for m in layers for c in m.children() if "norm" in type(c).__name__.lower()]
         return chosen
 
@@ -211,11 +231,12 @@ class HFAdapter:
     def checkpointing(self) -> Iterator[None]:
         """Under gradients, recompute the chosen blocks in the backward pass instead of keeping their activations
         (non-reentrant: the reentrant variant drops the input gradient the attack needs)."""
-        if self.checkpoint == "none" or not torch.is_grad_enabled():
+        if self.activation_checkpointing == "none" or not torch.is_grad_enabled():
             yield
             return
-        if self.checkpoint not in CHECKPOINTING:
-            raise ValueError(f"checkpoint must be one of {CHECKPOINTING}, got {self.checkpoint!r}")
+        if self.activation_checkpointing not in CHECKPOINTING:
+            raise ValueError(f"activation_checkpointing must be one of {CHECKPOINTING}, got "
+                             f"{self.activation_checkpointing!r}")
         from torch.utils.checkpoint import checkpoint
 
         wrapped = []

@@ -19,12 +19,15 @@ from collections.abc import Sequence
 import torch
 
 from mmaudit.models.hf.base import HFAdapter, setting
+from mmaudit.models.hf.families import ModelType, family
 from mmaudit.models.hf.resample import pil_resize
 from mmaudit.models.vlm import PatchGrid
 
+BLIP_PROCESSOR = "transformers.models.blip.image_processing_pil_blip:BlipImageProcessorPil"
 
+
+@family(ModelType("blip-2", "L1", BLIP_PROCESSOR, "mmaudit.models.hf.tiny:tiny_blip2"))
 class Blip2Adapter(HFAdapter):
-    level = "L1"
 
     def configure(self, model, tokenizer, ip) -> None:
         size = ip.size

@@ -16,12 +16,16 @@ from __future__ import annotations
 import torch
 
 from mmaudit.models.hf.base import HFAdapter, setting
+from mmaudit.models.hf.families import ModelType, family
 from mmaudit.models.hf.resample import longest_side_size, pad_square, pil_resize
 from mmaudit.models.vlm import PatchGrid
 
 
+@family(ModelType("deepseek_vl_hybrid", "L2",
+                  "transformers.models.deepseek_vl_hybrid.image_processing_pil_deepseek_vl_hybrid:"
+                  "DeepseekVLHybridImageProcessorPil",
+                  "mmaudit.models.hf.tiny:tiny_deepseek_vl"))
 class DeepseekVLAdapter(HFAdapter):
-    level = "L2"
 
     def configure(self, model, tokenizer, ip) -> None:
         self.low = int(setting(ip.size, "height"))

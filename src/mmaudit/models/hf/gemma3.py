@@ -17,12 +17,15 @@ import math
 import torch
 
 from mmaudit.models.hf.base import HFAdapter, setting
+from mmaudit.models.hf.families import ModelType, family
 from mmaudit.models.hf.resample import pil_resize
 from mmaudit.models.vlm import PatchGrid
 
 
+@family(ModelType("gemma3", "L2",
+                  "transformers.models.gemma3.image_processing_pil_gemma3:Gemma3ImageProcessorPil",
+                  "mmaudit.models.hf.tiny:tiny_gemma3"))
 class Gemma3Adapter(HFAdapter):
-    level = "L2"
 
     def configure(self, model, tokenizer, ip) -> None:
         if getattr(ip, "do_pan_and_scan", False):

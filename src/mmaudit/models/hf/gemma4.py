@@ -19,6 +19,7 @@ import math
 import torch
 
 from mmaudit.models.hf.base import HFAdapter
+from mmaudit.models.hf.families import ModelType, family
 from mmaudit.models.hf.resample import pil_resize
 from mmaudit.models.vlm import PatchGrid
 
@@ -40,8 +41,10 @@ def aspect_preserving_size(h: int, w: int, patch: int, max_patches: int, k: int)
     return th, tw
 
 
+@family(ModelType("gemma4", "L3",
+                  "transformers.models.gemma4.image_processing_pil_gemma4:Gemma4ImageProcessorPil",
+                  "mmaudit.models.hf.tiny:tiny_gemma4"))
 class Gemma4Adapter(HFAdapter):
-    level = "L3"
 
     def configure(self, model, tokenizer, ip) -> None:
         self.patch, self.k = int(ip.patch_size), int(ip.pooling_kernel_size)

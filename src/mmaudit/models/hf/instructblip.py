@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import torch
 
-from mmaudit.models.hf.blip2 import Blip2Adapter
+from mmaudit.models.hf.blip2 import BLIP_PROCESSOR, Blip2Adapter
+from mmaudit.models.hf.families import ModelType, family
 
 
+@family(ModelType("instructblip", "L1", BLIP_PROCESSOR, "mmaudit.models.hf.tiny:tiny_instructblip"))
 class InstructBlipAdapter(Blip2Adapter):
-    level = "L1"
 
     def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
                  chat_template: str | None = None, qformer_tokenizer=None) -> None:
@@ -20,6 +21,16 @@ class InstructBlipAdapter(Blip2Adapter):
             raise ValueError("InstructBLIP needs its Q-Former tokenizer (the checkpoint's qformer_tokenizer/)")
         self.qformer_tokenizer = qformer_tokenizer
         super().__init__(model, tokenizer, image_processor, name, level, chat_template)
+
+    @classmethod
+    def load_extras(cls, path, max_pixels: int | None = None) -> dict:
+        from transformers import AutoTokenizer
+
+        return {"qformer_tokenizer": AutoTokenizer.from_pretrained(path, subfolder="qformer_tokenizer")}
+
+    @classmethod
+    def tiny_extras(cls, extra: tuple) -> dict:
+        return {"qformer_tokenizer": extra[0]}
 
     def fallback_prompt(self, question: str) -> str:
         return question  # the instruction itself, as the model card passes it

@@ -14,12 +14,15 @@ from __future__ import annotations
 import torch
 
 from mmaudit.models.hf.base import HFAdapter, setting
+from mmaudit.models.hf.families import ModelType, family
 from mmaudit.models.hf.resample import pad_square, pil_resize, shortest_edge_size
 from mmaudit.models.vlm import PatchGrid
 
 
+@family(ModelType("llava", "L1",
+                  "transformers.models.llava.image_processing_pil_llava:LlavaImageProcessorPil",
+                  "mmaudit.models.hf.tiny:tiny_llava"))
 class LlavaAdapter(HFAdapter):
-    level = "L1"
 
     def configure(self, model, tokenizer, ip) -> None:
         self.crop = (int(setting(ip.crop_size, "height")), int(setting(ip.crop_size, "width")))

@@ -13,6 +13,7 @@ import torch
 
 from mmaudit.errors import InputError
 from mmaudit.models.hf.base import HFAdapter, setting
+from mmaudit.models.hf.families import ModelType, family
 from mmaudit.models.hf.resample import pil_resize
 from mmaudit.models.hf.windows import batch_windows
 from mmaudit.models.vlm import PatchGrid
@@ -41,8 +42,15 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
     return h_bar, w_bar
 
 
+PIL_PROCESSOR = "transformers.models.qwen2_vl.image_processing_pil_qwen2_vl:Qwen2VLImageProcessorPil"
+
+
+@family(ModelType("qwen2_vl", "L2", PIL_PROCESSOR, "mmaudit.models.hf.tiny:tiny_qwen2_vl"),
+        ModelType("qwen2_5_vl", "L2", PIL_PROCESSOR, "mmaudit.models.hf.tiny:tiny_qwen2_5_vl"),
+        # L3: DeepStack re-injects vision features into the decoder's layers
+        ModelType("qwen3_vl", "L3", PIL_PROCESSOR, "mmaudit.models.hf.tiny:tiny_qwen3_vl"),
+        ModelType("qwen3_5", "L3", PIL_PROCESSOR, "mmaudit.models.hf.tiny:tiny_qwen3_5"))
 class Qwen2_5_VLAdapter(HFAdapter):
-    level = "L2"
     image_placeholder = "<|image_pad|>"
 
     def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,
@@ -57,6 +65,10 @@ class Qwen2_5_VLAdapter(HFAdapter):
         self.max_pixels = int(max_pixels or setting(size, "longest_edge") or setting(size, "max_pixels")
                               or 28 * 28 * 1280)
         self.batched_windows = batch_windows(model)  # Qwen2.5-VL's windowed attention: a few calls, not thousands
+
+    @classmethod
+    def load_extras(cls, path, max_pixels: int | None = None) -> dict:
+        return {"max_pixels": max_pixels} if max_pixels else {}
 
     @property
     def vision_module(self):

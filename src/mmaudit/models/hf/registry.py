@@ -1,6 +1,8 @@
-"""The 18 models the FusionAudit paper audits: hub id, fusion level, and which adapter serves them.
+"""The 18 models the FusionAudit paper audits: hub id, fusion level, and their transformers model type.
 
-Levels follow the paper's taxonomy (Experimental Setup); the paper names models, not hub ids, so
+Levels follow the paper's taxonomy (Experimental Setup) and agree with the level the family registry
+(:mod:`mmaudit.models.hf.families`) gives each model type; a model is supported when its model type has a
+registered adapter. The paper names models, not hub ids, so
 the ids here are the usual Hugging Face names (check them against your mirror; DeepSeek-VL is the
 transformers-native conversion). Qwen-VL-Chat needs remote code and is listed with the way to run
 it rather than failing deep inside transformers. ``published`` holds clean-accuracy figures from a
@@ -20,10 +22,15 @@ class Entry:
     name: str
     hub_id: str
     level: str
-    family: str  # transformers model_type
-    supported: bool
+    model_type: str  # transformers' config.model_type
     note: str = ""
     published: tuple[tuple[str, tuple[float, str]], ...] = ()
+
+    @property
+    def supported(self) -> bool:
+        from mmaudit.models.hf.families import lookup
+
+        return lookup(self.model_type) is not None
 
 
 _REMOTE = ("needs the checkpoint's own modelling code (trust_remote_code), which mmaudit does not run for you; "
@@ -32,25 +39,25 @@ _REMOTE = ("needs the checkpoint's own modelling code (trust_remote_code), which
            "(its preprocess, image_text and fallback_prompt), then pass the model to mmaudit.audit.run_audit")
 
 PAPER_MODELS: tuple[Entry, ...] = (
-    Entry("SmolVLM2-2.2B", "HuggingFaceTB/SmolVLM2-2.2B-Instruct", "L1", "smolvlm", True),
-    Entry("BLIP2-OPT-2.7B", "Salesforce/blip2-opt-2.7b", "L1", "blip-2", True),
-    Entry("InstructBLIP-Vicuna-7B", "Salesforce/instructblip-vicuna-7b", "L1", "instructblip", True),
-    Entry("LLaVA-1.5-7B", "llava-hf/llava-1.5-7b-hf", "L1", "llava", True),
-    Entry("Qwen-VL-Chat", "Qwen/Qwen-VL-Chat", "L2", "qwen", False, _REMOTE),
-    Entry("Qwen2-VL-2B", "Qwen/Qwen2-VL-2B-Instruct", "L2", "qwen2_vl", True),
-    Entry("Qwen2.5-VL-3B", "Qwen/Qwen2.5-VL-3B-Instruct", "L2", "qwen2_5_vl", True,
+    Entry("SmolVLM2-2.2B", "HuggingFaceTB/SmolVLM2-2.2B-Instruct", "L1", "smolvlm"),
+    Entry("BLIP2-OPT-2.7B", "Salesforce/blip2-opt-2.7b", "L1", "blip-2"),
+    Entry("InstructBLIP-Vicuna-7B", "Salesforce/instructblip-vicuna-7b", "L1", "instructblip"),
+    Entry("LLaVA-1.5-7B", "llava-hf/llava-1.5-7b-hf", "L1", "llava"),
+    Entry("Qwen-VL-Chat", "Qwen/Qwen-VL-Chat", "L2", "qwen", _REMOTE),
+    Entry("Qwen2-VL-2B", "Qwen/Qwen2-VL-2B-Instruct", "L2", "qwen2_vl"),
+    Entry("Qwen2.5-VL-3B", "Qwen/Qwen2.5-VL-3B-Instruct", "L2", "qwen2_5_vl",
           published=(("docvqa", (0.939, "model card, DocVQA test ANLS")),)),
-    Entry("Qwen2.5-VL-7B", "Qwen/Qwen2.5-VL-7B-Instruct", "L2", "qwen2_5_vl", True),
-    Entry("Gemma3-4B", "google/gemma-3-4b-it", "L2", "gemma3", True),
-    Entry("Gemma3-12B", "google/gemma-3-12b-it", "L2", "gemma3", True),
-    Entry("DeepSeek-VL-7B", "deepseek-community/deepseek-vl-7b-chat", "L2", "deepseek_vl_hybrid", True),
-    Entry("Qwen3-VL-2B", "Qwen/Qwen3-VL-2B-Instruct", "L3", "qwen3_vl", True),
-    Entry("Qwen3-VL-4B", "Qwen/Qwen3-VL-4B-Instruct", "L3", "qwen3_vl", True),
-    Entry("Qwen3-VL-8B", "Qwen/Qwen3-VL-8B-Instruct", "L3", "qwen3_vl", True),
-    Entry("Qwen3.5-2B", "Qwen/Qwen3.5-2B", "L3", "qwen3_5", True),
-    Entry("Qwen3.5-4B", "Qwen/Qwen3.5-4B", "L3", "qwen3_5", True),
-    Entry("Qwen3.5-9B", "Qwen/Qwen3.5-9B", "L3", "qwen3_5", True),
-    Entry("Gemma4-E4B", "google/gemma-4-e4b-it", "L3", "gemma4", True),
+    Entry("Qwen2.5-VL-7B", "Qwen/Qwen2.5-VL-7B-Instruct", "L2", "qwen2_5_vl"),
+    Entry("Gemma3-4B", "google/gemma-3-4b-it", "L2", "gemma3"),
+    Entry("Gemma3-12B", "google/gemma-3-12b-it", "L2", "gemma3"),
+    Entry("DeepSeek-VL-7B", "deepseek-community/deepseek-vl-7b-chat", "L2", "deepseek_vl_hybrid"),
+    Entry("Qwen3-VL-2B", "Qwen/Qwen3-VL-2B-Instruct", "L3", "qwen3_vl"),
+    Entry("Qwen3-VL-4B", "Qwen/Qwen3-VL-4B-Instruct", "L3", "qwen3_vl"),
+    Entry("Qwen3-VL-8B", "Qwen/Qwen3-VL-8B-Instruct", "L3", "qwen3_vl"),
+    Entry("Qwen3.5-2B", "Qwen/Qwen3.5-2B", "L3", "qwen3_5"),
+    Entry("Qwen3.5-4B", "Qwen/Qwen3.5-4B", "L3", "qwen3_5"),
+    Entry("Qwen3.5-9B", "Qwen/Qwen3.5-9B", "L3", "qwen3_5"),
+    Entry("Gemma4-E4B", "google/gemma-4-e4b-it", "L3", "gemma4"),
 )
 BY_NAME = {e.name.lower(): e for e in PAPER_MODELS} | {e.hub_id.lower(): e for e in PAPER_MODELS}
 

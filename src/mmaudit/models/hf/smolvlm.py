@@ -18,6 +18,7 @@ import math
 import torch
 
 from mmaudit.models.hf.base import HFAdapter, setting
+from mmaudit.models.hf.families import ModelType, family
 from mmaudit.models.hf.resample import pil_resize
 from mmaudit.models.vlm import PatchGrid, TiledGrid
 
@@ -54,8 +55,10 @@ def multiple_of(h: int, w: int, m: int) -> tuple[int, int]:
     return h, w
 
 
+@family(ModelType("smolvlm", "L1",
+                  "transformers.models.smolvlm.image_processing_pil_smolvlm:SmolVLMImageProcessorPil",
+                  "mmaudit.models.hf.tiny:tiny_smolvlm"))
 class SmolVLMAdapter(HFAdapter):
-    level = "L1"
 
     def configure(self, model, tokenizer, ip) -> None:
         self.longest = int(setting(ip.size, "longest_edge"))

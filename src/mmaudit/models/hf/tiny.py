@@ -283,13 +283,17 @@ def _finish(model, tok, patch: int = 14):
     return model, tok, image_processor
 
 
-def save_tiny_qwen2_5_vl(path: str | Path, seed: int = 0, build=None) -> Path:
-    """Write a tiny Qwen2.5-VL (or ``build``'s) checkpoint in the usual HF layout."""
+def save_tiny(path: str | Path, model_type: str = "qwen2_5_vl", seed: int = 0) -> Path:
+    """Write the tiny test model the family registry declares for ``model_type`` as a checkpoint folder in the usual
+    HF layout (a second tokenizer in its subfolder)."""
+    from mmaudit.models.hf.families import families
+
     path = Path(path)
-    model, tok, ip = (build or tiny_qwen2_5_vl)(seed)
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    ip.save_pretrained(path)
+    model, tok, ip, extras = families()[model_type].tiny_parts(seed)
+    for part in (model, tok, ip):
+        part.save_pretrained(path)
+    for name, part in extras.items():
+        part.save_pretrained(path / name)
     return path
 
 

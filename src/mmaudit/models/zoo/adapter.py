@@ -16,8 +16,9 @@ from torch import nn
 
 from mmaudit.data.render import SIZE
 from mmaudit.errors import UsageError
+from mmaudit.models.levels import LEVELS
 from mmaudit.models.vlm import AnswerScores, PatchGrid, capture_hidden, check_batch, replace_hidden
-from mmaudit.models.zoo.arch import LEVELS, ZooConfig, ZooVLM
+from mmaudit.models.zoo.arch import ZooConfig, ZooVLM
 from mmaudit.models.zoo.tokenizer import ZooTokenizer
 from mmaudit.models.zoo.train import Q_LEN, encode_batch
 
@@ -36,6 +37,7 @@ class ZooAdapter:
             self.model.eval()
             for p in self.model.parameters():
                 p.requires_grad_(False)
+        self.dtype = torch.float32  # the zoo's tiny models always run in float32
         self.level = model.cfg.level
         self.name = name or f"zoo-{self.level}"
         self.tok = ZooTokenizer()
@@ -51,6 +53,9 @@ class ZooAdapter:
                 h.update(v.detach().cpu().contiguous().numpy().tobytes())
             self._fingerprint = h.hexdigest()[:16]
         return self._fingerprint
+
+    def settings(self) -> dict:
+        return {}
 
     @property
     def decoder_layers(self) -> Sequence[nn.Module]:

@@ -21,8 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmaudit.data.render import CELL_CLASSES, GRID, MAX_ORDER, OWNERS, STYLES
-
-LEVELS = ("L1", "L2", "L3")
+from mmaudit.models.levels import LEVELS
 
 
 @dataclass

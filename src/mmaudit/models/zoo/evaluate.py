@@ -8,12 +8,9 @@ import numpy as np
 
 from mmaudit.data.sample import Sample
 from mmaudit.models.vlm import VLM, pixels
+from mmaudit.normalise import spaced
 
 TASK_FAMILIES = ("charts", "documents", "scenes")
-
-
-def normalise(text: str) -> str:
-    return " ".join(str(text).strip().lower().split())
 
 
 def predict(vlm: VLM, samples: list[Sample], batch: int = 128, progress=None) -> list[str]:
@@ -31,8 +28,8 @@ def accuracy_by_family(vlm: VLM, samples: list[Sample], batch: int = 128, progre
     preds = predict(vlm, samples, batch, progress)
     hits: dict[str, list[bool]] = defaultdict(list)
     for s, p in zip(samples, preds):
-        ok = normalise(p) == normalise(s.answer)
-        hits[s.family].append(ok)
-        if s.family in TASK_FAMILIES:
+        ok = spaced(p) == spaced(s.answer)
+        hits[s.task_family].append(ok)
+        if s.task_family in TASK_FAMILIES:
             hits["overall"].append(ok)
     return {k: round(100.0 * float(np.mean(v)), 1) for k, v in hits.items()}

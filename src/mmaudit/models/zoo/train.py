@@ -96,7 +96,7 @@ class Arrays:
         self.cell_owner = np.stack([s.layout.cell_owner.reshape(-1) for s in samples])
         self.cell_order = np.stack([s.layout.cell_order.reshape(-1) for s in samples])
         self.q, self.a = encode_batch(tok, [s.question for s in samples], [s.answer for s in samples])
-        self.family = np.array([ALL_FAMILIES.index(s.family) for s in samples])
+        self.task_family = np.array([ALL_FAMILIES.index(s.task_family) for s in samples])
         if path:
             path.parent.mkdir(parents=True, exist_ok=True)
             np.savez(path, **{k: v for k, v in self.__dict__.items()})
@@ -113,8 +113,8 @@ class Arrays:
         }
 
     def sample_indices(self, rng: np.random.Generator, n: int, weights: dict[str, float]) -> np.ndarray:
-        w = np.array([weights[ALL_FAMILIES[f]] for f in self.family])
-        return rng.choice(len(self.family), size=n, p=w / w.sum())
+        w = np.array([weights[ALL_FAMILIES[f]] for f in self.task_family])
+        return rng.choice(len(self.task_family), size=n, p=w / w.sum())
 
 
 def dense_loss(enc: dict[str, torch.Tensor], batch: dict[str, torch.Tensor]) -> torch.Tensor:

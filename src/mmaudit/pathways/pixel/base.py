@@ -1,7 +1,9 @@
 """L-infinity PGD in raw pixel space, written once over the VLM protocol.
 
 A subclass defines only ``prepare`` (what is fixed before optimising) and
-``objective`` (a per-sample loss to maximise). The base class owns the rest:
+``objective`` (a per-sample loss to maximise), and registers itself with
+``@attack(...)`` (:mod:`mmaudit.pathways.registry`); its dataclass fields are its
+parameters and form its store key. The base class owns the rest:
 random start, signed steps, projection, per-sample early stopping, the
 downscaled-noise memory fallback and 8-bit quantisation.
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -24,6 +26,7 @@ import torch.nn.functional as F
 from mmaudit.data.sample import Sample
 from mmaudit.judge.match import Judge
 from mmaudit.models.vlm import VLM, to_image_tensor
+from mmaudit.pathways.registry import key_params
 
 
 @dataclass
@@ -50,17 +53,24 @@ class PixelAttack:
     random_start: bool = True
     seed: int = 0
     early_stop: bool = True
-    check_every: int = 1  # early-stop checks are nearly free (teacher-forced proxy first)
+    # early-stop checks are nearly free (teacher-forced proxy first); when they happen never changes a flip
+    check_every: int = field(default=1, metadata={"key": False})
     downscale: int | None = None  # memory fallback: optimise at this side length, upsample the noise
-    max_new_tokens: int = 16
-    checkpoints: tuple[int, ...] = ()  # steps where every active sample is confirmed (one run serves many budgets)
-    judge: Judge = field(default_factory=Judge)
+    max_new_tokens: int = field(default=16, metadata={"key": False})
+    # steps where every active sample is confirmed (one run serves many budgets)
+    checkpoints: tuple[int, ...] = field(default=(), metadata={"key": "omit_empty"})
+    judge: Judge = field(default_factory=Judge, metadata={"key": False})
+
+    @classmethod
+    def from_config(cls, cfg: Any, judge: Judge, max_new_tokens: int) -> PixelAttack:
+        """The attack as an audit's config sets it (``cfg``: an :class:`~mmaudit.audit.config.AuditConfig`)."""
+        return cls(eps=cfg.eps, steps=cfg.steps, alpha=cfg.alpha, seed=cfg.seed, early_stop=cfg.early_stop,
+                   downscale=cfg.downscale, max_new_tokens=max_new_tokens, judge=judge)
 
     def params(self) -> dict:
-        """What identifies this attack's results in the store."""
-        return {"name": self.name, "eps": self.eps, "steps": self.steps, "alpha": self.step_size,
-                "random_start": self.random_start, "seed": self.seed, "early_stop": self.early_stop,
-                "downscale": self.downscale} | ({"checkpoints": list(self.checkpoints)} if self.checkpoints else {})
+        """What identifies this attack's results in the store: every field that decides them (the step size
+        resolved)."""
+        return key_params(self) | {"alpha": self.step_size}
 
     @property
     def step_size(self) -> float:

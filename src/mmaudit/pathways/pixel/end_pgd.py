@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from mmaudit.pathways.pixel.base import PixelAttack
+from mmaudit.pathways.registry import attack
 
 
+@attack("end_pgd", display="End-PGD", pathway="pixel", role="baseline", union_position=0, default=True,
+        table_position=1)
 @dataclass
 class EndPGD(PixelAttack):
-    name: ClassVar[str] = "end_pgd"
 
     def objective(self, vlm, x_adv, samples, ctx):
         scores = vlm.score(x_adv, [s.prompt for s in samples], [s.answer for s in samples])

@@ -9,11 +9,11 @@ over every answer token; MANTIS spends it where the answer is decided.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 
 from mmaudit.pathways.pixel.base import PixelAttack
+from mmaudit.pathways.registry import attack
 from mmaudit.pathways.wrong import first_divergence, wrong_answer
 
 
@@ -24,9 +24,10 @@ def divergence_margin(logits: torch.Tensor, position: torch.Tensor, wrong: torch
     return lp[b, wrong] - lp[b, correct]
 
 
+@attack("mantis", display="MANTIS", pathway="pixel", role="enhanced", enhances=("vis_pgd", "end_pgd"),
+        uses_wrong=True, union_position=2, default=True, table_position=2)
 @dataclass
 class MANTIS(PixelAttack):
-    name: ClassVar[str] = "mantis"
 
     def prepare(self, vlm, x, samples):
         pos, wrong_tok, correct_tok, wrong_text = [], [], [], []

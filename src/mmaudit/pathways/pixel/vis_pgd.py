@@ -7,23 +7,22 @@ default) reads the tower's own output, before any connector / projector / Q-Form
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
 from mmaudit.pathways.pixel.base import PixelAttack
+from mmaudit.pathways.registry import attack
 
 
+@attack("vis_pgd", display="Vis-PGD", pathway="pixel", role="baseline", union_position=1, default=True,
+        table_position=0)
 @dataclass
 class VisPGD(PixelAttack):
-    name: ClassVar[str] = "vis_pgd"
-    check_every: int = 5  # no teacher-forced proxy here: a check is a real generation
+    # no teacher-forced proxy here: a check is a real generation
+    check_every: int = field(default=5, metadata={"key": False})
     stage: str = "encoder"
-
-    def params(self) -> dict:
-        return super().params() | {"stage": self.stage}
 
     def prepare(self, vlm, x, samples):
         """Each image's clean features, unpadded (images of one size are encoded together)."""

@@ -9,7 +9,7 @@ the inserted region are unchanged" holds by construction, and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -17,6 +17,7 @@ from PIL import Image, ImageDraw
 from mmaudit.data.render import GRID, draw_glyphs, font
 from mmaudit.data.sample import Box, Sample
 from mmaudit.judge.match import Judge
+from mmaudit.pathways.registry import key_params
 from mmaudit.pathways.wrong import wrong_answer
 
 
@@ -96,15 +97,21 @@ def mask_box(image: np.ndarray, box: Box) -> np.ndarray:
 
 @dataclass
 class TextAttack:
-    """Base of Typo-Evid and Nat-Evid: fix the wrong answer first, then draw it; ``atk(sample) -> Edit``."""
+    """Base of Typo-Evid and Nat-Evid: fix the wrong answer first, then draw it; ``atk(sample) -> Edit``. A subclass
+    registers itself with ``@attack(...)`` (:mod:`mmaudit.pathways.registry`); its fields form its store key."""
 
     name: ClassVar[str] = "text"
     max_chars: int = 16  # L: longer wrong answers are cut to L characters (and to the grid's width)
-    judge: Judge = field(default_factory=Judge)
+    judge: Judge = field(default_factory=Judge, metadata={"key": False})
+
+    @classmethod
+    def from_config(cls, cfg: Any, judge: Judge) -> TextAttack:
+        """The attack as an audit's config sets it (``cfg``: an :class:`~mmaudit.audit.config.AuditConfig`)."""
+        return cls(max_chars=cfg.max_chars, judge=judge)
 
     def params(self) -> dict:
-        """What identifies this attack's results in the store."""
-        return {"name": self.name, "max_chars": self.max_chars}
+        """What identifies this attack's results in the store: every field that decides them."""
+        return key_params(self)
 
     def text_for(self, sample: Sample) -> str:
         """The task-matching wrong answer as it will be drawn (upper case on the zoo's glyph grid)."""

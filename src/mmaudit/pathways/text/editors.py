@@ -80,7 +80,7 @@ class LayoutEditor:
     # ------------------------------------------------------------ synthetic hosts
     def _grid(self, sample: Sample, text: str) -> Edit:
         lay = sample.layout
-        host = sample.meta.get("host", sample.family)
+        host = sample.meta.get("host", sample.task_family)
         row = _row_near_content(sample)
         texts = [t for t in lay.texts if t.role in ("label", "value", "field", "title")]
         ink, size = (texts[0].color, texts[0].size) if texts else (SIGN[0], 9)

@@ -8,20 +8,24 @@ the embedded :class:`LayoutEditor` by default, or a generative one
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any
 
 from mmaudit.data.sample import Sample
+from mmaudit.judge.match import Judge
+from mmaudit.pathways.registry import attack
 from mmaudit.pathways.text.base import Edit, TextAttack
 from mmaudit.pathways.text.editors import ImageEditor, LayoutEditor
 
 
+@attack("nat_evid", display="Nat-Evid", pathway="text", role="enhanced", enhances=("typo_evid",), uses_wrong=True,
+        default=True, table_position=4)
 @dataclass
 class NatEvid(TextAttack):
-    name: ClassVar[str] = "nat_evid"
-    editor: ImageEditor = field(default_factory=LayoutEditor)
+    editor: ImageEditor = field(default_factory=LayoutEditor, metadata={"key": "merge"})
 
-    def params(self) -> dict:
-        return super().params() | self.editor.params()
+    @classmethod
+    def from_config(cls, cfg: Any, judge: Judge) -> NatEvid:
+        return cls(max_chars=cfg.max_chars, judge=judge, editor=cfg.editor)
 
     def edit(self, sample: Sample, text: str) -> Edit:
         return self.editor.add_text(sample, text)

@@ -10,16 +10,16 @@ correct answer (evidence preservation).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mmaudit.data.sample import Sample
 from mmaudit.data.synthetic import READING_PROMPT
 from mmaudit.errors import InputError
-from mmaudit.judge.match import Judge, normalise
+from mmaudit.judge.match import Judge
 from mmaudit.models.blackbox import failed, reply_problem
 from mmaudit.models.vlm import VLM, pixels
+from mmaudit.normalise import words
 from mmaudit.pathways.diagnostics.oar import attention_map, oar, region_patches
 from mmaudit.pathways.text.base import Edit, mask_box
 
@@ -32,14 +32,10 @@ class TextRunConfig:
     max_new_tokens: int = 16
 
 
-def _words(text: str) -> list[str]:
-    return re.findall(r"[^\W_]+", normalise(text))
-
-
 def contains(answer: str, text: str) -> bool:
     """Whether ``answer`` contains ``text`` as whole words, normalised (case, punctuation, spacing):
     "no" is not in "nothing", "12" is not in "120", "New York" is in "it is new york."."""
-    want, have = "".join(_words(text)), _words(answer)
+    want, have = "".join(words(text)), words(answer)
     # whole words at both ends; inner spacing may differ (a glyph tokenizer reads "AB CD" as "ABCD")
     return bool(want) and any("".join(have[i:j]) == want for i in range(len(have)) for j in range(i + 1, len(have) + 1))
 
@@ -63,7 +59,7 @@ def run_text_chunk(vlm: VLM, chunk: Sequence[Sample], edits: Sequence[Edit | Inp
     clean = pixels([s.image for s in samples])
     answers = vlm.generate(adv, questions, cfg.max_new_tokens)
     reads = vlm.generate(adv, [cfg.reading_prompt] * len(samples), cfg.max_new_tokens)
-    black_box = getattr(vlm, "black_box", False)
+    black_box = not isinstance(vlm, VLM)
     if not black_box:
         att_adv = vlm.attentions(adv, questions, cfg.oar_layers)
         att_clean = vlm.attentions(clean, questions, cfg.oar_layers)

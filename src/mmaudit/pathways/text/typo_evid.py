@@ -10,27 +10,30 @@ any other image it is a band along the chosen edge.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any
 
 from mmaudit.data.render import GRID, cell_box, free_rows
 from mmaudit.data.sample import Sample
 from mmaudit.errors import InputError
+from mmaudit.judge.match import Judge
+from mmaudit.pathways.registry import attack
 from mmaudit.pathways.text.base import Edit, TextAttack, draw_text, on_grid, text_width
 
 POSITIONS = ("bottom", "top")
 
 
+@attack("typo_evid", display="Typo-Evid", pathway="text", role="baseline", uses_wrong=True, default=True,
+        table_position=3)
 @dataclass
 class TypoEvid(TextAttack):
-    name: ClassVar[str] = "typo_evid"
     position: str = "bottom"  # which edge's free row / band holds the overlay
     ink: tuple[int, int, int] = (255, 230, 0)  # yellow on a dark box: the synthetic banners' own convention
     fill: tuple[int, int, int] = (30, 30, 30)
     size: int | None = None  # font size in px; default 9 on the cell grid, height/10 elsewhere
 
-    def params(self) -> dict:
-        return super().params() | {"position": self.position, "ink": list(self.ink), "fill": list(self.fill),
-                                   "size": self.size}
+    @classmethod
+    def from_config(cls, cfg: Any, judge: Judge) -> TypoEvid:
+        return cls(max_chars=cfg.max_chars, judge=judge, position=cfg.typo_position)
 
     def edit(self, sample: Sample, text: str) -> Edit:
         if self.position not in POSITIONS:

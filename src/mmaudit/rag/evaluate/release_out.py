@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mmaudit.jsonout import dumps
+from mmaudit.normalise import lowered
 from mmaudit.rag.construct.records import RegimeRow
 from mmaudit.rag.evaluate import routers
 
@@ -39,8 +40,8 @@ def gated_record(policy: str, selfcheck: str, resolver: dict) -> dict:
                                      resolver.get("chosen_source", ""), resolver.get("text_reliability", ""))
     return {"policy": policy, "selfcheck_decision": selfcheck, "resolver_decision": resolver.get("decision", ""),
             "chosen_source": source, "final_decision": decision,
-            "text_reliability": routers.norm_text(resolver.get("text_reliability")),
-            "image_reliability": routers.norm_text(resolver.get("image_reliability"))}
+            "text_reliability": lowered(resolver.get("text_reliability")),
+            "image_reliability": lowered(resolver.get("image_reliability"))}
 
 
 def choice_records(i: int, decisions: dict, parts: dict) -> dict[str, dict]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from mmaudit.models.chat import parse_json
+from mmaudit.normalise import alnum, lowered
 
 BRANCHES = ("PARAMETRIC", "TEXT_ONLY", "FULL_MM")
 SOURCES = ("parametric", "text_only", "full_mm")  # the release's source names, in its order
@@ -63,24 +64,11 @@ class Routed:
             object.__setattr__(self, "source", route_source(self.route))
 
 
-def norm_text(value) -> str:
-    """The release's reading of a reliability value: ``str(x or "").strip().lower()``."""
-    return str(value or "").strip().lower()
-
-
-def norm(value) -> str:
-    return re.sub(r"[\s\-]+", "_", str(value).strip()).upper() if value is not None else ""
-
-
 # ------------------------------------------------------------------ Answer-Consensus (Appendix G.1)
-
-def _normal(text) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"[^a-z0-9]+", " ", str(text or "").lower())).strip()
-
 
 def token_f1(a: str, b: str) -> float:
     """F_tok = 2 o(a, b) / (|T_a| + |T_b|) over lower-cased alphanumeric tokens, o the multiset overlap."""
-    ta, tb = _normal(a).split(), _normal(b).split()
+    ta, tb = alnum(a).split(), alnum(b).split()
     if not ta and not tb:
         return 1.0
     if not ta or not tb:
@@ -89,7 +77,7 @@ def token_f1(a: str, b: str) -> float:
 
 
 def seq_ratio(a: str, b: str) -> float:
-    na, nb = _normal(a), _normal(b)
+    na, nb = alnum(a), alnum(b)
     if not na and not nb:
         return 1.0
     if not na or not nb:
@@ -169,7 +157,7 @@ def cascaded_router(c: Candidates, self_check_raw: str, triage_raw: str) -> Rout
 def text_trust_state(raw) -> tuple[str, bool]:
     """TextTrust's state (not in the release: ours). Unparsed output counts as not trustworthy (fail safe)."""
     d = parse_json(raw) or {}
-    state = norm_text(d.get("text_reliability", d.get("state", "")))
+    state = lowered(d.get("text_reliability", d.get("state", "")))
     return (state, True) if state in TEXT_STATES or state in GOOD_TEXT | BAD_TEXT else ("suspicious", False)
 
 
@@ -235,7 +223,7 @@ def use_resolver(policy: str, selfcheck_decision: str, resolver_decision: str, t
     self-check fell back, and then still when the text reads good and the resolver did not fall back;
     ``field``: unless the text reads bad or the resolver fell back (or gave nothing); ``conservative``: all
     three conditions."""
-    sc, dec, text = str(selfcheck_decision or "").upper(), str(resolver_decision or "").upper(), norm_text(
+    sc, dec, text = str(selfcheck_decision or "").upper(), str(resolver_decision or "").upper(), lowered(
         text_reliability)
     resolver_ok = dec not in ("FALLBACK", "")
     if policy == "strict":
@@ -254,7 +242,7 @@ def gated(policy: str, selfcheck_decision: str, resolver_decision: str, resolver
     """(final_decision, chosen_source) of a gated router: the resolver's own decision and source (RESOLVER /
     'resolver' where it gave none), or FALLBACK / 'parametric'."""
     if use_resolver(policy, selfcheck_decision, resolver_decision, text_reliability):
-        return str(resolver_decision or "").upper() or "RESOLVER", norm_text(resolver_source) or "resolver"
+        return str(resolver_decision or "").upper() or "RESOLVER", lowered(resolver_source) or "resolver"
     return "FALLBACK", "parametric"
 
 

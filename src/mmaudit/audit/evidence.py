@@ -4,7 +4,8 @@ Counted, as in the paper, on chart and document samples where OCR reads the
 reference answer on the clean image; the rate is the share of those where it
 still reads it on the edited one. (The other half, masking the inserted clue
 with black, needs the model and runs with each text attack:
-:mod:`mmaudit.pathways.text.runner`.)
+:mod:`mmaudit.pathways.text.runner`.) An audit stage after the models: it reads and writes the run store, so it
+lives here and not under :mod:`mmaudit.pathways`.
 """
 
 from __future__ import annotations
@@ -26,14 +27,14 @@ def ocr_evidence(store: RunStore, samples: list[Sample], attack, edits, limit: i
         store.put({"kind": "ocr_unavailable", "key": key_of(kind="ocr_unavailable"),
                    "reason": "rapidocr is not installed (pip install 'mmaudit[ocr]')"})
         return
-    todo = sorted((s for s in samples if s.family in OCR_FAMILIES), key=lambda s: s.id)[:limit]
+    todo = sorted((s for s in samples if s.task_family in OCR_FAMILIES), key=lambda s: s.id)[:limit]
     for n, s in enumerate(todo, 1):
         key = key_of(kind="ocr", sample=sample_fingerprint(s), attack=attack.params())
         if key not in store:
             edit = edits.get(attack, s)[0]
             if isinstance(edit, Edit):
                 clean, edited = read_lines(s.image), read_lines(edit.image)
-                store.put({"kind": "ocr", "key": key, "sample": s.id, "family": s.family, "attack": attack.name,
+                store.put({"kind": "ocr", "key": key, "sample": s.id, "family": s.task_family, "attack": attack.name,
                            "reference": s.answer, "clean_reads": reads(clean, s.answer),
                            "edited_reads": reads(edited, s.answer), "clean_text": [ln.text for ln in clean],
                            "edited_text": [ln.text for ln in edited]})
