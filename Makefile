@@ -16,8 +16,9 @@ $(DEMO): pyproject.toml
 	$(PIP) -e ".[ocr,report]"
 	touch $(DEMO)
 
+# [server] builds llama.cpp from source (about 10 minutes on 2 cores the first time; pip caches the wheel).
 $(STAMP): $(DEMO)
-	$(PIP) -e ".[hf,ocr,embed,ray,chat,report,dev]"
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) -e ".[hf,ocr,embed,ray,chat,report,dev,server]"
 	touch $(STAMP)
 
 demo: $(DEMO)

@@ -8,12 +8,15 @@ import hashlib
 import io
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from mmaudit.audit.config import AuditConfig, make_attack
 from mmaudit.audit.units import EditCache
 from mmaudit.cli.audit import plan_audit
 from mmaudit.data.synthetic import READING_PROMPT
+from mmaudit.models.chat.local_server import reply_for
+from mmaudit.models.chat.probe import CANARY_PROMPT, canary_image, probe_messages
 from mmaudit.pathways.text.base import mask_box
 
 DATA = "synthetic:2"  # six samples, two per family
@@ -21,6 +24,21 @@ DATA = "synthetic:2"  # six samples, two per family
 
 def digest(image: np.ndarray) -> str:
     return hashlib.sha1(np.ascontiguousarray(image).tobytes()).hexdigest()
+
+
+CANARY = 4321  # the canary's number in these tests (see fixed_canary)
+
+
+@pytest.fixture(autouse=True)
+def fixed_canary(monkeypatch):
+    """The image canary shows CANARY, which the scripted VLM reads (a test module imports this fixture)."""
+    monkeypatch.setattr("mmaudit.models.chat.probe.draw_number", lambda: CANARY)
+
+
+def work(server) -> dict:
+    """The server's completed requests without the endpoint probe's (sent again by every run, by design)."""
+    probes = {reply_for(probe_messages(image)) for image in (False, True)}
+    return {k: n for k, n in server.completed.items() if k not in probes}
 
 
 def sent(body: dict) -> tuple[str, str]:
@@ -49,11 +67,25 @@ class ScriptedVLM:
                 self.images[digest(edit.image)] = (name, s.id)
                 self.images[digest(mask_box(edit.image, edit.box))] = ("masked", s.id)
                 self.overlay[(name, s.id)] = edit.text
+        self.images[digest(canary_image(CANARY)[0])] = ("canary", "")
+        self.images[digest(canary_image(1234)[0])] = ("probe", "")  # the image probe (probe_messages)
         self.clean_wrong, self.restores, self.reads = set(clean_wrong), set(restores), set(reads)
         self.flips = {"typo_evid": set(typo_flips), "nat_evid": set(nat_flips)}
 
+    def what(self, body: dict) -> tuple[str, str]:
+        """(what the image is, its sample id): ("probe", "") for the endpoint probe's requests, ("unknown", "") for
+        an image the script does not know (another model's adversarial image, say)."""
+        if isinstance(body["messages"][0]["content"], str):
+            return "probe", ""
+        return self.images.get(sent(body)[0], ("unknown", ""))
+
     def __call__(self, body: dict) -> str:
-        what, sid = self.images[sent(body)[0]]
+        what, sid = self.what(body)
+        prompt = "" if what == "probe" else sent(body)[1]
+        if what == "probe":  # the text probes ask for {"answer": "yes"}; the image probe for OK
+            return '{"answer": "yes"}' if isinstance(body["messages"][0]["content"], str) else "OK"
+        if what == "canary":
+            return str(CANARY) if prompt == CANARY_PROMPT else "a number"
         s = self.samples[sid]
         if sent(body)[1] == READING_PROMPT:
             return f"it says {self.overlay[(what, sid)]}" if (what, sid) in self.reads else "I see a picture"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from mmaudit.models.chat.probe import PROBE_PROMPT
 from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
 from mmaudit.rag.construct.mini import mini_inputs
 from mmaudit.rag.evaluate.config import BenchConfig
@@ -234,7 +235,8 @@ def test_cross_stack_runs_every_stack_under_one_fixed_judge(mini, tmp_path):
         assert res.exit_code == 0, res.output
         for srv in (a, b):  # the stacks' servers never judge; the judge server only judges
             assert not any(_component(text_content(x["messages"][-1]["content"])) == "judge" for x in srv.bodies)
-        assert {_component(text_content(x["messages"][-1]["content"])) for x in judge.bodies} == {"judge"}
+        work = [x for x in judge.bodies if text_content(x["messages"][-1]["content"]) != PROBE_PROMPT]  # not probes
+        assert {_component(text_content(x["messages"][-1]["content"])) for x in work} == {"judge"}
     report = (tmp_path / "report.md").read_text()
     assert "# Stack alpha" in report and "# Stack beta" in report and "one judge: openai:j" in report
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -281,12 +283,41 @@ def test_the_pipelined_run_gives_the_staged_runs_results(mini, tmp_path, monkeyp
         files[mode + "_calls"] = len(srv.completed)
         if mode != "staged":
             built = done = most = 0
-            for name, _ in events:
-                built, done = built + (name == "build"), done + (name == "bench run: rows")
+            for name, d in events:  # (the rows' stage also reports 0 when it starts)
+                built, done = built + (name == "build"), done + (name == "bench run: rows" and d > 0)
                 most = max(most, built - done)
             assert built == done == 32 and most <= window  # rows under way never above the window
             assert most == 2 or window != 2  # and the window is used
-            assert [d for name, d in events if name == "bench run: rows"] == list(range(1, 33))
+            assert [d for name, d in events if name == "bench run: rows"] == list(range(33))
     assert files["staged_calls"] == files["pipelined_calls"] == files["rows_2_calls"]
     assert files["staged"].keys() == files["pipelined"].keys() and files["staged"] == files["pipelined"]
     assert files["rows_2"] == files["staged"]
+
+
+def test_the_same_server_error_in_a_row_stops_the_run_in_one_line_and_a_rerun_resumes(mini, tmp_path):
+    """A server that answers every judge request with the same 500 (a deterministic fault, as llama.cpp's 500 to a
+    response_format it does not take): the run stops after `storm_limit` such failures, not hundreds of retries,
+    quoting the server, exit 2; the answers already paid for are reused by the rerun."""
+    args = ["bench", "run", "--folder", str(mini), "--out", str(tmp_path), "--model", "m", "--n-boot", "20",
+            "--concurrency", "1"]
+    broken = {"judge": True}
+
+    def reject(body):
+        grading = text_content(body["messages"][-1]["content"]).startswith("You grade factuality")
+        return 500 if broken["judge"] and grading else None
+
+    with LocalChatServer(reject=reject) as srv:
+        stopped = CliRunner().invoke(app, [*args, "--endpoint", srv.base_url])
+        assert stopped.exit_code == 2, stopped.output
+        (line,) = [x for x in stopped.output.splitlines() if x.startswith("error:")]
+        assert "8 requests in a row failed the same way (HTTP 500: rejected with 500)" in line
+        assert "rerun to resume" in line
+        judged = [b for b in srv.bodies if text_content(b["messages"][-1]["content"]).startswith("You grade")]
+        assert 8 <= len(judged) <= 9  # retries of the same fault included (and one in flight): no storm
+        answered = len(srv.bodies) - len(judged)
+        broken["judge"] = False
+        done = CliRunner().invoke(app, [*args, "--endpoint", srv.base_url])
+        assert done.exit_code == 0, done.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["usage"]["answer_model"]["failed"] == 0
+    assert summary["usage"]["answer_model"]["cached"] >= answered - 8  # the probe's requests aside, reused

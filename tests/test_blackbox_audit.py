@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from mmaudit.cli import app
 from mmaudit.data.synthetic import READING_PROMPT
 from mmaudit.models.chat.local_server import LocalChatServer
-from scripted_vlm import DATA, IDS, ScriptedVLM, sent
+from scripted_vlm import DATA, IDS, ScriptedVLM, fixed_canary, sent, work  # noqa: F401 (fixed_canary: autouse)
 
 
 def audit(server, out, *extra):
@@ -51,15 +51,15 @@ def test_an_endpoint_target_gives_exactly_what_its_script_says_and_a_rerun_pays_
         (mask,) = summary["text"]["nat_evid"]["mask_restored"]["models"]
         assert mask["n"] == 2 and mask["rate"] == pytest.approx(1 / 2)  # masking restores b, not a
         assert summary["errors"] == []
-        calls = sum(server.completed.values())
-        assert calls and max(server.completed.values()) == 1
-        # a rerun sends nothing: every request is in the run's cache, every unit in the store
+        calls = sum(work(server).values())
+        assert calls and max(work(server).values()) == 1
+        # a rerun sends nothing but the endpoint probe: every request is in the run's cache, every unit in the store
         audit(server, tmp_path)
-        assert sum(server.completed.values()) == calls
+        assert sum(work(server).values()) == calls
         # the same requests in a fresh store still come from calls.jsonl: delete results, keep the cache
         (tmp_path / "results.jsonl").unlink()
         _, again = audit(server, tmp_path)
-        assert sum(server.completed.values()) == calls and again["models"][0]["asr"] == row["asr"]
+        assert sum(work(server).values()) == calls and again["models"][0]["asr"] == row["asr"]
     run_end = [json.loads(ln) for ln in (tmp_path / "results.jsonl").read_text().splitlines()
                if '"run_end"' in ln][-1]
     (usage,) = run_end["endpoint_usage"].values()
@@ -72,8 +72,7 @@ def test_hostile_replies_are_per_sample_errors_and_a_failed_clean_request_leaves
     vlm = ScriptedVLM()
     fail_clean, empty_clean, refuse, malformed = IDS[0], IDS[1], IDS[2], IDS[3]
 
-    def what(body):
-        return vlm.images[sent(body)[0]]
+    what = vlm.what
 
     def answer(body):
         kind, sid = what(body)

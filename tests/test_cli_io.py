@@ -33,3 +33,27 @@ def test_samples_roundtrip_and_bad_rows(tmp_path):
     bad.write_text(json.dumps({"id": "q9", "image": path.parent.joinpath("images").iterdir().__next__().name}))
     with pytest.raises(InputError, match="'q9'.*'question'.*missing"):
         read_jsonl(bad)
+
+
+def test_log_progress_says_each_stage_at_start_end_and_every_interval_with_the_latest_count(capsys):
+    """Output to a log: a line when a stage starts and ends, and a heartbeat that repeats the latest count (not the
+    last one said) with what else moves; a hidden stage says nothing."""
+    import time
+
+    from mmaudit.cli.common import LogProgress
+
+    bar = LogProgress(every=3600)
+    bar.counts = lambda: {"requests answered": 7}
+    a = bar.add_task("rows", 4)
+    for _ in range(3):
+        bar.advance(a)  # the first is said (a start), the next two fall inside the interval
+    bar.add_task("hidden", 2, visible=False)
+    bar.advance(1, 2)
+    bar.every = 0.0
+    time.sleep(0.01)
+    bar.beat()  # the unfinished stage, with its latest count and the counts
+    bar.every = 3600
+    bar.advance(a)  # its end is always said
+    lines = [x.split("] ", 1)[1] for x in capsys.readouterr().out.splitlines()]
+    assert [x.split(",")[0] for x in lines] == ["rows: 1/4", "rows: 3/4", "rows: 4/4"]
+    assert "7 requests answered" in lines[1] and "hidden" not in "".join(lines)

@@ -136,3 +136,24 @@ def test_the_local_server_keeps_connections_alive(tmp_path):
     with LocalChatServer() as srv:
         OpenAIChat("m", base_url=srv.base_url, concurrency=1).chat_many(REQUESTS[:12])
         assert srv.connections == 1 and sum(srv.completed.values()) == 12
+
+
+def test_the_same_failure_in_a_row_raises_but_rate_limits_do_not(tmp_path):
+    from mmaudit.models.chat.endpoint import EndpointFailing
+
+    down = {"on": False}
+    with LocalChatServer(reject=lambda body: 503 if down["on"] else None) as srv:
+        chat = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "e.jsonl", concurrency=1, retries=3,
+                          backoff=0.001, storm_limit=8)
+        assert chat.chat_many(REQUESTS[:5]) == [reply_for(m) for m in REQUESTS[:5]]
+        down["on"] = True
+        with pytest.raises(EndpointFailing, match=r"8 requests in a row .*HTTP 503: rejected with 503.*rerun"):
+            chat.chat_many(REQUESTS[5:40])
+        assert 5 + 8 <= len(srv.bodies) <= 5 + 8 + 1  # two requests of four attempts each (and one in flight)
+        down["on"] = False
+        again = OpenAIChat("m", base_url=srv.base_url, cache=tmp_path / "e.jsonl", concurrency=1)
+        assert again.chat_many(REQUESTS[:40]) == [reply_for(m) for m in REQUESTS[:40]] and again.usage.cached == 5
+    with LocalChatServer(fail_rate=1.0, kinds=("429",), retry_after=0.01) as srv:  # every first attempt limited
+        limited = OpenAIChat("m", base_url=srv.base_url, concurrency=1, retries=2, backoff=0.001, storm_limit=2)
+        assert limited.chat_many(REQUESTS[:4]) == [reply_for(m) for m in REQUESTS[:4]]
+        assert srv.failed["429"] == 4

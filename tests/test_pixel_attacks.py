@@ -13,7 +13,8 @@ from mmaudit.pathways.pixel import MANTIS
 from mmaudit.pathways.pixel.mantis import divergence_margin
 
 # the built-in white-box pixel attacks (a test's toy attack registered elsewhere is not one of them)
-WHITE_BOX = [n for n in registry.names("pixel") if registry.spec(n).cls.__module__.startswith("mmaudit.")]
+WHITE_BOX = [n for n in registry.names("pixel") if registry.spec(n).cls.__module__.startswith("mmaudit.")
+             and not registry.spec(n).transfer_only]
 
 
 @pytest.fixture(scope="module")

@@ -243,6 +243,8 @@ def test_paired_difference_by_hand_and_against_scipys_paired_bootstrap():
     d = paired_difference(a, b, ["end_pgd", "mantis"], ["end_pgd", "mantis"], n_boot=4000, seed=0)
     assert d["shared"] == 10
     assert d["r_plus"][0] == pytest.approx(6 / 9 - 3 / 8) and d["gap"][0] == pytest.approx((6 - 4) / 9 - (3 - 2) / 8)
+    # of q0..q7 (in both clean-correct sets) b's R+ alone flips q3, q4, q5; a's alone none
+    assert (d["both_correct"], d["only_run"], d["only_reference"]) == (8, 3, 0)
     # the same statistic under scipy's paired percentile bootstrap over the shared questions
     ca, ua = a.correct[:10].astype(float), np.isin(range(10), [0, 1, 2]).astype(float)
     cb, ub = b.correct[:10].astype(float), np.isin(range(10), range(6)).astype(float)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from mmaudit.errors import UsageError
 from mmaudit.judge.match import Judge
 from mmaudit.pathways import registry
 from mmaudit.pathways.text.editors import ImageEditor, LayoutEditor
@@ -34,10 +35,25 @@ class AuditConfig:
     recovery_positions: str = "image"
     ocr_limit: int = 48  # samples for the OCR evidence check; 0 turns it off
     reference: str = "label"  # "self": flips are judged against the model's own clean answer (a label-free audit)
+    optimiser: str = "pgd"  # the pixel attacks' step rule: pgd (signed steps of alpha) or apgd (Croce & Hein)
+    restarts: int = 1  # runs per sample of each pixel attack, the worst case kept (later ones from random starts)
+    end_loss: str = "ce"  # End-PGD's objective: ce (the paper's) or margin (wrong answer's vs the clean answer's)
 
     def __post_init__(self) -> None:
         if self.reference not in REFERENCES:
             raise ValueError(f"reference must be one of {REFERENCES}, got {self.reference!r}")
+        checks = (("--optimiser", self.optimiser, ("pgd", "apgd")), ("--end-pgd-loss", self.end_loss, ("ce", "margin")))
+        for option, value, allowed in checks:
+            if value not in allowed:
+                raise UsageError(f"{option} {value!r}: use one of {', '.join(allowed)}")
+        if self.restarts < 1:
+            raise UsageError(f"--restarts {self.restarts}: at least 1")
+        for name in self.attacks:
+            if not registry.known(name):
+                raise UsageError(f"--attacks: unknown attack {name!r}; registered: {', '.join(registry.names())}")
+            if registry.spec(name).transfer_only:
+                raise UsageError(f"--attacks: {name} is crafted on surrogates, never run white-box; use `mmaudit "
+                                 "audit transfer RUN --surrogates SPEC,...`")
 
 
 REFERENCES = ("label", "self")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
@@ -33,6 +35,7 @@ from mmaudit.audit.units import (
     transfer_unit,
 )
 from mmaudit.data.sample import Sample
+from mmaudit.errors import MMAuditError, UsageError
 from mmaudit.judge.match import Judge
 from mmaudit.pathways import registry
 
@@ -168,40 +171,94 @@ class _RayWorker:
 
 
 class RayExecutor:
-    """Units spread over Ray actors: ``workers`` actors per model, each holding its model.
+    """Units spread over Ray actors: ``workers`` actors per model, each holding its model, spread over the nodes.
 
-    On a cluster with GPUs every actor takes one GPU (``num_gpus=1``); on CPUs it
-    takes ``cpus_per_worker``. Actors restart and their units are retried when a
-    worker process dies (``max_restarts``, ``max_task_retries``).
+    On a cluster with GPUs every actor takes one GPU (``num_gpus=1``); on CPUs it takes ``cpus_per_worker``. The
+    executor schedules units itself, so a node (or a worker process) that dies costs only its units: a unit whose
+    actor died goes back to the queue, the actor is replaced (Ray places the new one on any node with room), and the
+    unit runs again, its records written once. An actor no node has room for (``place_timeout``), one that does not
+    start (``start_timeout``: its model loading), or a unit that fails ``retries`` times ends the run with a clear
+    error instead of a hang: every finished unit is in the store, and a rerun resumes.
     """
 
     def __init__(self, specs: list[str], plan: AuditPlan, workers: int = 1, address: str | None = None,
                  cpus_per_worker: float = 1.0, retries: int = 3,
                  on_unit: Callable[[RayExecutor], None] | None = None, threads: int | None = None,
-                 placement=None) -> None:
-        import ray
-
-        if not ray.is_initialized():
-            ray.init(address=address or os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
-                     include_dashboard=False, log_to_driver=False)
+                 placement=None, start_timeout: float = 900.0, place_timeout: float = 60.0) -> None:
+        ray = connect(address or os.environ.get("RAY_ADDRESS"))
         gpus = ray.cluster_resources().get("GPU", 0)
-        actor = ray.remote(max_restarts=retries, max_task_retries=retries)(_RayWorker)
-        opts = {"num_gpus": 1} if gpus else {"num_cpus": cpus_per_worker}
-        ref = ray.put(plan.samples)
-        self.ray, self.on_unit = ray, on_unit
-        self._samples = ref  # held for as long as the actors live: a restarted actor is rebuilt from it
-        threads = threads or torch.get_num_threads()
-        self.actors = [[actor.options(**opts).remote(spec, ref, plan.cfg, threads, placement)
-                        for _ in range(workers)] for spec in specs]
+        self.ray, self.on_unit, self.retries = ray, on_unit, retries
+        self.start_timeout, self.place_timeout = start_timeout, place_timeout
+        self.opts = ({"num_gpus": 1} if gpus else {"num_cpus": cpus_per_worker}) | {"scheduling_strategy": "SPREAD"}
+        self._samples = ray.put(plan.samples)  # held for as long as the actors live: a replacement is built from it
+        self.threads = threads or torch.get_num_threads()
+        self.specs, self.cfg, self.placement = specs, plan.cfg, placement
+        self.cls = ray.remote(max_restarts=0, max_task_retries=0)(_RayWorker)
+        self.actors = [[self._new(spec) for _ in range(workers)] for spec in specs]
+        self.replaced = 0
+
+    def _new(self, spec: str):
+        return self.cls.options(**self.opts).remote(spec, self._samples, self.cfg, self.threads, self.placement)
+
+    def _started(self, model: int, k: int):
+        """The k-th actor of a model once it answers (replaced while it dies on the way). An actor no node has room
+        for (still waiting to be placed after ``place_timeout`` seconds), or one that does not answer within
+        ``start_timeout`` (its model still loading), ends the run with a clear error."""
+        for _ in range(self.retries + 1):
+            actor, t0 = self.actors[model][k], time.monotonic()
+            probe = actor.pid.remote()
+            while True:
+                ready, _ = self.ray.wait([probe], timeout=5)
+                waited = time.monotonic() - t0
+                if ready or waited > self.start_timeout or (waited > self.place_timeout and unplaced(actor)):
+                    break
+            if not ready:
+                why = "no node has room for it" if unplaced(actor) else "it did not answer"
+                raise RayStalled(f"Ray: no worker for {self.specs[model]} after {waited:.0f} s ({why}; resources "
+                                 f"free: {self.ray.available_resources()}): a node may have died with no room left "
+                                 "for its actors. Finished units are in the store: rerun to resume, with more nodes "
+                                 "or --executor local")
+            try:
+                self.ray.get(ready[0])
+                return actor
+            except self.ray.exceptions.RayActorError:
+                pass  # died while starting: a new one
+            self.actors[model][k] = self._new(self.specs[model])
+            self.replaced += 1
+        raise RayStalled(f"Ray: the workers for {self.specs[model]} keep dying on start; see the Ray logs")
 
     def metas(self) -> list[dict]:
-        return self.ray.get([group[0].meta.remote() for group in self.actors])
+        return [self.ray.get(self._started(m, 0).meta.remote()) for m in range(len(self.specs))]
 
     def run(self, model: int, units: Iterable[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
-        from ray.util import ActorPool
+        """Results in any order as they finish; a unit whose actor died runs again on a replacement."""
+        from collections import deque
 
-        pool = ActorPool(self.actors[model])
-        for result in pool.map(lambda a, u: a.call.remote(*u), units):
+        queue = deque(units)
+        idle = deque(range(len(self.actors[model])))
+        running: dict = {}  # object ref -> (unit, extra, actor index)
+        failures: dict[int, int] = {}
+        while queue or running:
+            while queue and idle:
+                k = idle.popleft()
+                unit, extra = queue.popleft()
+                running[self._started(model, k).call.remote(unit, extra)] = (unit, extra, k)
+            ready, _ = self.ray.wait(list(running), num_returns=1)
+            unit, extra, k = running.pop(ready[0])
+            try:
+                result = self.ray.get(ready[0])
+            except self.ray.exceptions.RayActorError as e:  # its worker or its node died: the unit goes back
+                failures[id(unit)] = failures.get(id(unit), 0) + 1
+                if failures[id(unit)] > self.retries:
+                    raise RayStalled(f"Ray: unit {unit.method} {unit.attack or ''} of {self.specs[model]} failed "
+                                     f"{failures[id(unit)]} times (last: {type(e).__name__}); finished units are in "
+                                     "the store: rerun to resume") from None
+                self.actors[model][k] = self._new(self.specs[model])
+                self.replaced += 1
+                queue.appendleft((unit, extra))
+                idle.append(k)
+                continue
+            idle.append(k)
             yield result
             if self.on_unit:
                 self.on_unit(self)
@@ -213,6 +270,44 @@ class RayExecutor:
                 self.ray.kill(a)
         self.actors = []
 
+
+def unplaced(actor) -> bool:
+    """Whether Ray has not yet found a node for the actor (its creation still pending); False when unknown."""
+    try:
+        from ray._private.state import state
+
+        info = state.actor_table(actor._actor_id.hex())
+        return (info or {}).get("State") in ("PENDING_CREATION", "DEPENDENCIES_UNREADY")
+    except Exception:  # noqa: BLE001 - a private table: without it the start timeout alone decides
+        return False
+
+
+class RayStalled(MMAuditError):
+    """A Ray run that cannot go on (its workers cannot start, or a unit keeps failing): a clear end, not a hang."""
+
+
+def connect(address: str | None):
+    """Join the cluster at ``address`` (or start a local Ray) and return the ``ray`` module. A cluster of this Ray
+    version uses token authentication by default: with ``RAY_AUTH_MODE`` unset and the token `ray start` wrote
+    (``~/.ray/auth_token``, or ``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH``), the driver authenticates with it. Ray
+    reads the mode when it is first imported, hence the import here."""
+    from pathlib import Path
+
+    token = os.environ.get("RAY_AUTH_TOKEN") or Path(os.environ.get("RAY_AUTH_TOKEN_PATH", "~/.ray/auth_token")
+                                                     ).expanduser().is_file()
+    if address and "RAY_AUTH_MODE" not in os.environ and token and "ray" not in sys.modules:
+        os.environ["RAY_AUTH_MODE"] = "token"
+    import ray
+
+    if ray.is_initialized():
+        return ray
+    try:
+        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
+    except ConnectionError as e:
+        raise UsageError(f"--ray-address {address}: cannot join the Ray cluster ({' '.join(str(e).split())[:200]}); "
+                         "start it with `ray start --head`, and check its address and RAY_AUTH_MODE / RAY_AUTH_TOKEN "
+                         "(this Ray uses token authentication by default)") from None
+    return ray
 
 
 def free_memory() -> None:

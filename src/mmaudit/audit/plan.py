@@ -69,7 +69,7 @@ def clean_keys(fingerprint: str, samples: Iterable[Sample], reference: str = "la
 
 def attack_keys(fingerprint: str, chunk: Iterable[Sample], params: dict) -> list[str]:
     """An attack record's key: model, sample, parameters and, for attacks that use one, the wrong answer."""
-    uses = registry.known(params.get("name", "")) and registry.spec(params["name"]).uses_wrong
+    uses = registry.uses_wrong(params)
     return [key_of(kind="attack", model=fingerprint, sample=sample_fingerprint(s), attack=params,
                    **({"wrong": s.meta.get("wrong_answer")} if uses else {})) for s in chunk]
 

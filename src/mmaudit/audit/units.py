@@ -171,6 +171,7 @@ def transfer_unit(vlm: Target, chunk: list[Sample], keys: list[str], images: lis
         problem = reply_problem(a) if black_box else None
         records.append({"kind": "transfer", "key": key, **model_fields(vlm), "sample": s.id, "family": s.task_family,
                         "source": source["model"], "source_fingerprint": source["fingerprint"],
+                        "source_members": source.get("members", [source["fingerprint"]]),
                         "attack": source["attack"], "params": source["params"], "image": path,
                         "reference": s.answer, "question": s.question, **prompt_field(s), "answer": a,
                         "flipped": not judge.correct(a, s) and not failed(a)}

@@ -23,14 +23,21 @@ def load_models(specs: list[str], placement=None, endpoint: dict | None = None):
     return [load_model(s, placement, endpoint) for s in expand(specs)]
 
 
-def attach(models: list, out: Path) -> list:
-    """Endpoint targets keep their requests in the run folder (call under the run's lock); the black-box ones."""
+def attach(models: list, out: Path) -> tuple[list, list[dict]]:
+    """Endpoint targets keep their requests in the run folder (call under the run's lock), and are probed and shown
+    the image canary once, before the work: (the black-box targets, their checks, also in the store)."""
     from mmaudit.models.vlm import VLM
+    from mmaudit.store import RunStore
 
     black = [m for m in models if not isinstance(m, VLM)]
+    checks = []
     for m in black:
         m.cache_in(out)
-    return black
+        rec = m.check()
+        RunStore(out / "results.jsonl").put(rec)
+        console.print(f"{escape(rec['line'])}; {escape(rec['canary_line'])}", soft_wrap=True)
+        checks.append(rec)
+    return black, checks
 
 
 def refuse_endpoints(specs: list[str], why: str) -> None:
@@ -87,9 +94,10 @@ def run_audit_command(options: AuditOptions | None = None, **fields) -> dict:
         if lock.previous:
             console.print(f"[yellow]took over the lock of process {lock.previous.get('pid')}, which is no longer "
                           "running[/yellow]")
-        black = attach(models or [], out)
-        run = Invocation(RunStore(out / "results.jsonl"), "audit", params | {
-            "attack_params": plan.params, "samples": len(plan.samples), "prompts": prompts_in_force(plan.samples),
+        black, checks = attach(models or [], out)
+        run = Invocation(RunStore(out / "results.jsonl"), "audit", params | {"endpoint_checks": checks,
+            "attack_params": plan.params, "attack_strength": opts.resolved_strength(), "samples": len(plan.samples),
+            "prompts": prompts_in_force(plan.samples),
             "reading_prompt": cfg.text.reading_prompt, "placement": placement.describe(), "batch_planned": cfg.batch})
         with progress_bar() as bar, budget_stop(black):
             ex = (RayExecutor(specs, plan, workers=opts.ray_workers, address=opts.ray_address, placement=placement)
@@ -212,15 +220,48 @@ def run_transfer_command(run: Path, to: list[str] | None = None, options: Transf
     placement, cfg, plan, loaded, specs = configure(audit_opts)
     targets = list(dict.fromkeys(specs + expand(to or [])))
     models = load_models(targets, placement, opts.endpoint_settings())
+    surrogates = surrogates_of(opts, dict(zip(targets, models)), specs, placement)
     with RunLock(run, "mmaudit audit transfer", opts.wait):
-        black = attach(models, run)
-        inv = Invocation(store, "audit transfer", params | {"targets": targets})
+        black, checks = attach(models, run)
+        crafted = [surrogates.attack(e, plan).params() for e, _ in surrogates.ensembles] if surrogates else None
+        inv = Invocation(store, "audit transfer", params | {"targets": targets, "surrogate_params": crafted,
+                                                            "endpoint_checks": checks})
         with progress_bar() as bar, budget_stop(black):
-            drive_transfer(LocalExecutor(models, plan), plan, run, progress_callback(bar))
+            drive_transfer(LocalExecutor(models, plan), plan, run, progress_callback(bar), surrogates)
         inv.finish(**usage_of(black))
         summary, paths = print_summary(run, opts.n_boot, transfer_only=True)
     console.print("report: " + "  ".join(str(p) for p in paths))
     return summary
+
+
+def surrogates_of(opts: TransferOptions, loaded: dict, run_specs: list[str], placement):
+    """The ensembles `--surrogates` asks for: the encoders named (a loaded target's own tower where it is one), or
+    leave-one-out over the run's models; None without the option."""
+    if not opts.surrogates:
+        return None
+    from mmaudit.audit.transfer import Surrogates
+    from mmaudit.models.encoders import Ensemble, load_encoder, tower
+    from mmaudit.models.load import expand
+    from mmaudit.pathways import registry
+
+    def encoder(spec: str):
+        return tower(loaded[spec]) if spec in loaded else load_encoder(spec, placement)
+
+    if opts.surrogates == "leave-one-out":
+        if len(run_specs) < 2:
+            raise UsageError("--surrogates leave-one-out needs a run of at least two models")
+        encoders = {spec: encoder(spec) for spec in run_specs}
+        ensembles = [(Ensemble(tuple(e for s, e in encoders.items() if s != spec)), (encoders[spec].fingerprint,))
+                     for spec in run_specs]
+    else:
+        ensembles = [(Ensemble(tuple(encoder(s) for s in expand(parse_list(opts.surrogates)))), None)]
+    scale = tuple(parse_list(opts.crop_scale, float))
+    if len(scale) != 2 or not 0 < scale[0] <= scale[1] <= 1:
+        raise UsageError(f"--crop-scale {opts.crop_scale!r}: two area fractions LOW,HIGH with 0 < LOW <= HIGH <= 1")
+    if opts.surrogate_target not in registry.names("text"):
+        raise UsageError(f"--surrogate-target {opts.surrogate_target!r}: one of {', '.join(registry.names('text'))}")
+    return Surrogates(ensembles, eps=parse_eps(opts.surrogate_eps), steps=opts.surrogate_steps, crop_scale=scale,
+                      target=opts.surrogate_target)
 
 
 def sweep(options: SweepOptions) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from mmaudit.cli.common import (
     console,
@@ -60,6 +61,39 @@ def chat_model(spec: str | None, cache: Path, concurrency: int = 8, cost: dict |
     return OpenAIChat(model or "default", base_url=url or None, cache=cache, concurrency=concurrency, **(cost or {}))
 
 
+PROBED: dict[tuple[str, str], dict] = {}  # (endpoint, model) -> its capabilities, probed once per process
+
+
+def probe_endpoint(chat, vision: bool = False) -> dict | None:
+    """An endpoint chat model's capabilities, probed before any work (printed in one line); its structured form is
+    set from them. With ``vision`` the endpoint is also shown the image canary. None for the embedded model."""
+    from mmaudit.models.chat.endpoint import OpenAIChat
+    from mmaudit.models.chat.probe import canary, probe
+
+    if not isinstance(chat, OpenAIChat):
+        return None
+    key = (chat.base_url or "", chat.model)
+    if key not in PROBED or (vision and "canary" not in PROBED[key]):
+        caps = probe(chat, images=vision)
+        if not caps.reachable:
+            raise UsageError(f"{chat.model} at {chat.base_url}: the endpoint does not answer ({caps.reasons['chat']})")
+        found = {"capabilities": caps.as_dict(), "line": caps.line()}
+        if vision:
+            seen = canary(lambda ims, ps: chat.chat_many([image_request(im, p) for im, p in zip(ims, ps)]))
+            found |= {"canary": vars(seen), "canary_line": seen.line()}
+        PROBED[key] = found
+        console.print(escape(found["line"] + (f"; {found['canary_line']}" if vision else "")), soft_wrap=True)
+    chat.structured = PROBED[key]["capabilities"]["structured"]
+    return PROBED[key]
+
+
+def image_request(image, prompt: str) -> list[dict]:
+    from mmaudit.data.images import png_data_url
+
+    return [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": png_data_url(image)}},
+                                         {"type": "text", "text": prompt}]}]
+
+
 def stack_models(out: Path, spec: str | None, judge_spec: str | None, concurrency: int, cost: dict,
                  max_tokens: str | None, judge=None):
     """(chat, judge, stack name, budgets, evidence cut, notes) for 'MODEL@URL' (an endpoint) or None / 'embedded'
@@ -90,8 +124,15 @@ def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], budge
     from mmaudit.rag.evaluate.run import run_bench, structured_mode
 
     try:
+        models = [chat] + ([judge] if judge is not chat else [])
+
+        def counts() -> dict:
+            return {"requests answered": sum(m.usage.calls for m in models),
+                    "reused (cache, in flight)": sum(m.usage.cached for m in models),
+                    "failed": sum(m.usage.failed for m in models)}
+
         with progress_bar() as bar:
-            summary = run_bench(folder, chat, out, judge, cfg, progress=progress_callback(bar))
+            summary = run_bench(folder, chat, out, judge, cfg, progress=progress_callback(bar, counts))
     except BudgetExceeded as e:
         console.print(f"[yellow]stopped: {e}[/yellow]")
         raise typer.Exit(3) from None
@@ -185,11 +226,17 @@ def run_bench_command(params: dict, folder: Path, out: Path, specs: list, prices
         if compact and limit is None:
             notes = notes + [f"The embedded model runs the first {EMBEDDED_LIMIT} questions by default (--limit N "
                              "for more): 16 regimes each, on 2 CPU cores in minutes."]
+        found = probe_endpoint(chat, opts["vision"])
+        judged = probe_endpoint(judge_chat) if judge_chat is not chat else found
+        if found and found.get("canary") and not found["canary"]["read"]:
+            notes = [f"Full-MM: {found['canary_line']}: its Full-MM branch does not measure a model that sees the "
+                     "images."] + notes
         cfg = BenchConfig(stack=name or default_name, vision=opts["vision"], image_size=opts["image_size"],
                           limit=limit if limit is not None or not compact else EMBEDDED_LIMIT,
                           image_detail=opts["image_detail"], parametric=opts["parametric"], budgets=budgets,
                           **compact)
-        blocks[cfg.stack] = run_stack(folder, out, chat, judge_chat, cfg, notes, budget, prices)
+        blocks[cfg.stack] = run_stack(folder, out, chat, judge_chat, cfg, notes, budget, prices) | {
+            "endpoint": found, "judge_endpoint": judged if judge_chat is not chat else None}
     only = next(iter(blocks.values())) if len(blocks) == 1 else {"stacks": blocks}
     (out / "summary.json").write_text(dumps(only, indent=2))
     run.finish()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
+import time
 from collections.abc import Callable
 
 import typer
@@ -17,20 +19,92 @@ from mmaudit.errors import MMAuditError, UsageError
 console = Console(width=None if sys.stdout.isatty() else 150, emoji=False)
 
 
-def progress_bar() -> Progress:
+def progress_bar() -> Progress | LogProgress:
+    """Bars on a terminal; plain progress lines when stdout is a log (a batch job, ``> run.log``)."""
+    if not console.is_terminal:
+        return LogProgress(float(os.environ.get("MMAUDIT_PROGRESS_EVERY", "30")))
     return Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     )
 
 
-def progress_callback(bar: Progress) -> Callable[[str, int, int], None]:
-    """A (name, done, total) callback that keeps one bar per name."""
+class LogProgress:
+    """What a bar would show, as one line per stage at most every ``every`` seconds (and when a stage starts and
+    ends), as tqdm writes in batch jobs: done/total, failures where they are counted, rate, elapsed time."""
+
+    def __init__(self, every: float = 30.0) -> None:
+        import threading
+
+        self.every = every
+        self.tasks: dict[int, dict] = {}
+        self._stop = threading.Event()
+
+    def __enter__(self) -> LogProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+
+    def start_heartbeat(self) -> None:
+        """A daemon thread that calls :meth:`beat` until the context ends."""
+        import threading
+
+        def run() -> None:
+            while not self._stop.wait(min(self.every, 5) or 1):
+                self.beat()
+
+        threading.Thread(target=run, daemon=True).start()
+
+    def add_task(self, name: str, total: int, visible: bool = True) -> int:
+        self.tasks[len(self.tasks)] = {"name": name, "total": total, "t0": time.monotonic(), "said": None,
+                                       "said_at": None, "done": 0, "visible": visible}
+        return len(self.tasks) - 1
+
+    def update(self, task: int, completed: int, counts: dict | None = None) -> None:
+        """A line for the stage when it starts, ends, or ``every`` seconds have passed since its last one (a
+        heartbeat even when no unit finished: ``counts``, such as requests answered and failed, still move)."""
+        t, now = self.tasks[task], time.monotonic()
+        t["done"] = completed
+        if not t["visible"]:
+            return
+        finished = completed >= t["total"] and completed != t["said_at"]
+        if not (t["said"] is None or finished or now - t["said"] >= self.every):
+            return
+        t["said"], t["said_at"] = now, completed
+        elapsed = now - t["t0"]
+        rate = f", {completed / elapsed:.2f}/s" if elapsed >= 1 and completed else ""  # not for work found done
+        extra = "".join(f", {v} {k}" for k, v in (counts or {}).items())
+        print(f"[{time.strftime('%H:%M:%S')}] {t['name']}: {completed}/{t['total']}{rate}{extra}, "
+              f"{elapsed:.0f} s elapsed", flush=True)
+
+    def advance(self, task: int, k: int = 1) -> None:
+        self.update(task, self.tasks[task]["done"] + k)
+
+    def beat(self) -> None:
+        """Repeat each unfinished stage's line once ``every`` seconds have passed (work in flight shows)."""
+        for task, t in list(self.tasks.items()):
+            if t["done"] < t["total"]:
+                self.update(task, t["done"], self.counts() if self.counts else None)
+
+    counts = None  # a callable giving the counts a heartbeat shows
+
+
+def progress_callback(bar: Progress | LogProgress, counts: Callable[[], dict] | None = None
+                      ) -> Callable[[str, int, int], None]:
+    """A (name, done, total) callback that keeps one bar (or log line) per name; ``counts``: what else log lines
+    show (requests answered, failed), polled by a heartbeat every few seconds while work is in flight."""
     tasks: dict[str, int] = {}
+    if isinstance(bar, LogProgress) and counts is not None:
+        bar.counts = counts
+        bar.start_heartbeat()
 
     def update(name: str, done: int, total: int) -> None:
         if name not in tasks:
             tasks[name] = bar.add_task(name, total=total)
-        bar.update(tasks[name], completed=done)
+        if isinstance(bar, LogProgress):
+            bar.update(tasks[name], done, counts() if counts else None)
+        else:
+            bar.update(tasks[name], completed=done)
 
     return update
 

@@ -19,6 +19,7 @@ import typer
 from pydantic import BaseModel, ConfigDict, Field
 
 from mmaudit.cli.common import parse_eps, parse_list, parse_price
+from mmaudit.errors import UsageError
 
 
 def option(default: Any, help: str, *names: str, flag: bool = False) -> Any:
@@ -67,11 +68,13 @@ class EndpointOptions(Options):
     concurrency: int = option(8, "Endpoint targets: requests in flight.")
     max_tokens: int | None = option(None, "Endpoint targets: the reply's token limit (default: the audit's answer "
                                     "length, 16, as for every model).")
+    no_canary: bool = option(False, "Endpoint targets: skip the image canary (an image with a random 4-digit "
+                             "number the endpoint is asked to read before the work).", "--no-canary", flag=True)
 
     def endpoint_settings(self) -> dict:
         """The chat client's settings for endpoint targets."""
         return {"price_per_1k": parse_price(self.price), "budget": self.budget, "concurrency": self.concurrency,
-                "max_tokens": self.max_tokens}
+                "max_tokens": self.max_tokens, "canary": not self.no_canary}
 
 
 MODEL_HELP = ("'zoo', 'zoo:L2', one of the paper's models by short name ('Qwen2.5-VL-3B'), a hub id "
@@ -93,8 +96,17 @@ class AuditOptions(PlacementOptions, EndpointOptions):
     attacks: str = option("vis_pgd,end_pgd,mantis,typo_evid,nat_evid", "Comma-separated attacks of both pathways "
                           "(any registered attack; default the paper's five).")
     eps: str = option("8/255", "L-infinity radius in [0, 1] pixel units, e.g. 8/255.")
-    steps: int = option(40, "PGD steps.")
-    alpha: float | None = option(None, "Step size (default eps/8).")
+    strength: str = option("paper", "How hard the pixel attacks try: fast (PGD, 10 steps), paper (PGD, 40 steps: the "
+                           "paper's protocol), strong (APGD, 100 steps, 3 restarts: AutoAttack's schedule). "
+                           "--steps, --optimiser and --restarts override it.")
+    steps: int | None = option(None, "Steps (model passes) per sample and restart (default: the strength's).")
+    optimiser: str | None = option(None, "pgd (signed steps of --alpha) or apgd (Croce & Hein's step-size "
+                                   "schedule with momentum; --alpha unused); default: the strength's.")
+    restarts: int | None = option(None, "Runs per sample of each pixel attack, the worst case kept (later runs from "
+                                  "random starts, only on what earlier ones left); default: the strength's.")
+    end_pgd_loss: str = option("ce", "End-PGD's objective: ce (the cross-entropy of the clean answer, the "
+                               "paper's) or margin (the wrong answer's log-likelihood minus the clean answer's).")
+    alpha: float | None = option(None, "PGD step size (default eps/8).")
     seed: int = option(0, "Random-start and bootstrap seed.")
     limit: int | None = option(None, "Audit only the first N samples.")
     paper_protocol: bool = option(False, "No early stopping: the full fixed budget.", "--paper-protocol", flag=True)
@@ -130,7 +142,9 @@ class AuditOptions(PlacementOptions, EndpointOptions):
         from mmaudit.pathways.text.runner import TextRunConfig
 
         text = TextRunConfig(oar_layers=tuple(parse_list(self.oar_layers, int)) if self.oar_layers else None)
-        return AuditConfig(attacks=parse_list(self.attacks), eps=parse_eps(self.eps), steps=self.steps,
+        strength = self.resolved_strength()
+        return AuditConfig(attacks=parse_list(self.attacks), eps=parse_eps(self.eps), steps=strength["steps"],
+                           optimiser=strength["optimiser"], restarts=strength["restarts"], end_loss=self.end_pgd_loss,
                            alpha=self.alpha, seed=self.seed, batch=self.placement().batch(self.batch),
                            early_stop=not self.paper_protocol, downscale=self.downscale,
                            typo_position=self.typo_position, max_chars=self.max_chars, editor=make_editor(self.editor),
@@ -138,10 +152,34 @@ class AuditOptions(PlacementOptions, EndpointOptions):
                            ocr_limit=self.ocr_limit, schedule=self.schedule, reference=self.reference)
 
 
+    def resolved_strength(self) -> dict:
+        """The preset with what the options override: {preset, optimiser, steps, restarts}."""
+        if self.strength not in STRENGTHS:
+            raise UsageError(f"--strength {self.strength!r}: use one of {', '.join(STRENGTHS)}")
+        given = {"optimiser": self.optimiser, "steps": self.steps, "restarts": self.restarts}
+        return {"preset": self.strength} | STRENGTHS[self.strength] | {k: v for k, v in given.items() if v is not None}
+
+
+# The pixel attacks' strength presets; "paper" is the default and reproduces every earlier figure.
+STRENGTHS = {"fast": {"optimiser": "pgd", "steps": 10, "restarts": 1},
+             "paper": {"optimiser": "pgd", "steps": 40, "restarts": 1},
+             "strong": {"optimiser": "apgd", "steps": 100, "restarts": 3}}
+
+
 class TransferOptions(PlacementOptions, EndpointOptions):
     """`mmaudit audit transfer`: the run's plan comes from its audit's run record; these say where targets run."""
 
     n_boot: int | None = option(None, "Bootstrap replicates (default: the audit's).")
+    surrogates: str | None = option(None, "Also craft images made to transfer: a comma-separated surrogate ensemble "
+                                    "of image encoders ('zoo:L2', any white-box --model spec: its vision tower, or "
+                                    "a CLIP / SigLIP vision model such as openai/clip-vit-base-patch16), or "
+                                    "leave-one-out (each of the run's models gets the ensemble of the others' "
+                                    "towers). Local crops matched in embedding to the question's Typo-Evid image.")
+    surrogate_eps: str = option("16/255", "The surrogate images' L-infinity radius.")
+    surrogate_steps: int = option(300, "Surrogate steps (signed steps of 1/255).")
+    crop_scale: str = option("0.5,0.9", "Area fraction of the random local crop each surrogate step embeds.")
+    surrogate_target: str = option("typo_evid", "Whose image each question's surrogate perturbation is matched to: "
+                                   "typo_evid (the wrong answer overlaid) or nat_evid (drawn as host content).")
     wait: bool = AuditOptions.model_fields["wait"]
 
 
@@ -161,7 +199,6 @@ class SweepOptions(PlacementOptions):
 
 def make_editor(spec: str):
     """'layout' (embedded), 'http:URL' (an image-edit endpoint) or 'diffusers:MODEL' (needs weights, a GPU)."""
-    from mmaudit.errors import UsageError
     from mmaudit.pathways.text import LayoutEditor
     from mmaudit.pathways.text.generative import GenerativeEditor, diffusers_backend, http_backend
 

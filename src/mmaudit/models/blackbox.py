@@ -72,8 +72,10 @@ class EndpointVLM:
     level = LEVEL
 
     def __init__(self, model: str, base_url: str, concurrency: int = 8, price_per_1k=(0.0, 0.0),
-                 budget: float | None = None, image_detail: str | None = None, max_tokens: int | None = None) -> None:
-        self.model, self.base_url, self.image_detail = model, base_url, image_detail
+                 budget: float | None = None, image_detail: str | None = None, max_tokens: int | None = None,
+                 canary: bool = True) -> None:
+        self.model, self.base_url, self.image_detail, self.run_canary = model, base_url, image_detail, canary
+        self.unavailable: str | None = None  # why no request is sent (the endpoint takes no images)
         self.max_tokens = max_tokens  # None: the audit's answer length, as for every model
         self.name = f"endpoint-{model.replace('/', '_')}"
         # what identifies its answers: the endpoint and the model it serves (the cache keys the full requests)
@@ -101,10 +103,36 @@ class EndpointVLM:
         return [{"role": "user", "content": [{"type": "image_url", "image_url": image_url},
                                              {"type": "text", "text": prompt}]}]
 
+    def check(self) -> dict:
+        """Probe the endpoint (what it takes) and show it the image canary, once before the work: the run record's
+        ``endpoint_check``. An endpoint that takes no image parts gets no request at all (every reply is a failed
+        one that names why); one that misreads the canary is audited, and the headline names the cause first."""
+        from mmaudit.models.chat.probe import Canary, canary, probe
+
+        if self.chat is None:
+            raise RuntimeError(f"{self.name}: call cache_in(run_folder) before the first request")
+        caps = probe(self.chat, images=True)
+        if not caps.reachable:
+            raise UsageError(f"--model endpoint:{self.model}@{self.base_url}: the endpoint does not answer "
+                             f"({caps.reasons.get('chat')})")
+        seen = None
+        if caps.images is False:
+            self.unavailable = f"the endpoint takes no image parts ({caps.reasons['images'][:200]})"
+            seen = Canary(0, "", False, self.unavailable)
+        elif self.run_canary:
+            seen = canary(self.generate)
+        return {"kind": "endpoint_check", "key": key_of(kind="endpoint_check", model=self.fingerprint,
+                                                        canary=seen.number if seen else None, caps=caps.as_dict()),
+                "model": self.name, "fingerprint": self.fingerprint, "capabilities": caps.as_dict(),
+                "line": caps.line(), "canary": vars(seen) if seen else None,
+                "canary_line": seen.line() if seen else "image canary: skipped (--no-canary)"}
+
     def generate(self, images, prompts: Sequence[str], max_new_tokens: int = 16) -> list[str]:
         """Replies in order; a request that failed for good comes back as a :class:`FailedReply` with its reason."""
         if self.chat is None:
             raise RuntimeError(f"{self.name}: call cache_in(run_folder) before the first request")
+        if self.unavailable:
+            return [FailedReply(f"not sent: {self.unavailable}") for _ in prompts]
         ims = list(images) if isinstance(images, (list, tuple)) else list(images.unbind(0))
         requests = [self.request(to_uint8(im), p) for im, p in zip(ims, prompts)]
         return self.chat.chat_many(requests, max_new_tokens=self.max_tokens or max_new_tokens)

@@ -5,10 +5,13 @@ An attack is a dataclass whose fields are its parameters; ``@attack(...)`` names
 * its ``pathway`` ("pixel": optimised in pixel space, needs gradients; "text": an edit that needs none),
 * its ``role`` in the risk accounting: a "baseline" joins R0, an "enhanced" attack joins R+ only and its
   exclusive flips δ are counted against the baselines it ``enhances``,
-* whether its records depend on the sample's task-matching wrong answer (``uses_wrong``),
+* whether its records depend on the sample's task-matching wrong answer (``uses_wrong``: a flag, or a function of
+  its parameters for an attack that uses one only in some settings),
 * whether it spends model passes (``counts_passes``: the report's mean passes per sample),
 * its place in the AutoAttack-style union schedule (``union_position``: run only on what earlier attacks left),
-* whether it belongs to the default suite (the paper's five attacks do).
+* whether it belongs to the default suite (the paper's five attacks do),
+* whether it is crafted without the target (``transfer_only``: made on surrogates by `mmaudit audit transfer`,
+  never run white-box).
 
 Its store key is derived from its fields (:func:`key_params`), so a subclass that adds a field can never reuse the
 records of another setting. The order of registration is the order of every table.
@@ -33,19 +36,21 @@ class AttackSpec:
     pathway: Pathway
     role: Role
     enhances: tuple[str, ...] = ()
-    uses_wrong: bool = False
+    uses_wrong: bool | Callable[[dict], bool] = False
     counts_passes: bool = False
     union_position: int | None = None
     default: bool = False
     table_position: int | None = None
+    transfer_only: bool = False
 
 
 _REGISTRY: dict[str, AttackSpec] = {}
 
 
 def attack(name: str, *, display: str, pathway: Pathway, role: Role, enhances: tuple[str, ...] = (),
-           uses_wrong: bool = False, counts_passes: bool | None = None, union_position: int | None = None,
-           default: bool = False, table_position: int | None = None) -> Callable[[type], type]:
+           uses_wrong: bool | Callable[[dict], bool] = False, counts_passes: bool | None = None,
+           union_position: int | None = None, default: bool = False, table_position: int | None = None,
+           transfer_only: bool = False) -> Callable[[type], type]:
     """Register the decorated attack class under ``name`` (see the module docstring for the fields;
     ``table_position`` places it in tables, else it follows every placed attack in registration order)."""
     if pathway not in ("pixel", "text"):
@@ -61,7 +66,7 @@ def attack(name: str, *, display: str, pathway: Pathway, role: Role, enhances: t
         cls.name = name
         spec = AttackSpec(name, cls, display, pathway, role, tuple(enhances), uses_wrong,
                           pathway == "pixel" if counts_passes is None else counts_passes, union_position, default,
-                          table_position)
+                          table_position, transfer_only)
         _REGISTRY[name] = spec
         return cls
 
@@ -121,6 +126,15 @@ def display(name: str) -> str:
     return _REGISTRY[name].display if name in _REGISTRY else name
 
 
+def uses_wrong(params: dict) -> bool:
+    """Whether records of the attack with these parameters depend on the wrong answer (their keys include it)."""
+    name = params.get("name", "")
+    if not known(name):
+        return False
+    flag = _REGISTRY[name].uses_wrong
+    return bool(flag(params) if callable(flag) else flag)
+
+
 def is_pixel(name: str) -> bool:
     return known(name) and _REGISTRY[name].pathway == "pixel"
 
@@ -140,7 +154,7 @@ def key_params(obj, exclude: tuple[str, ...] = ()) -> dict:
     them back), except fields declared ``metadata={"key": False}`` and those in ``exclude``. Field metadata
     ``{"key": "omit_empty"}`` leaves the field out while it is empty, ``{"key": "omit_default"}`` while it has its
     default (a parameter added later keeps the keys of the runs made before it), ``{"key": "merge"}`` merges the
-    value's own ``params()`` (an editor's)."""
+    value's own ``params()`` (an editor's), ``{"key": "nested"}`` keeps them under the field's name."""
     out: dict = {"name": obj.name}
     for f in dataclasses.fields(obj):
         mode = f.metadata.get("key", True)
@@ -151,6 +165,8 @@ def key_params(obj, exclude: tuple[str, ...] = ()) -> dict:
             continue
         if mode == "merge":
             out |= value.params()
+        elif mode == "nested":
+            out[f.name] = value.params()
         else:
             out[f.name] = _json_like(value)
     return out

@@ -27,9 +27,11 @@ def reply_errors(store: RunStore, attack_params: dict[str, dict] | None) -> list
 
 
 def summarise(store: RunStore, attack_params: dict[str, dict] | None = None, n_boot: int = 10_000,
-              seed: int = 0) -> dict:
-    """Everything the report shows, as one JSON-able dict (written to summary.json)."""
+              seed: int = 0, strength: dict | None = None) -> dict:
+    """Everything the report shows, as one JSON-able dict (written to summary.json); ``strength``: how hard the
+    pixel attacks tried (the run record's preset)."""
     summary = risk_summary(store, attack_params, n_boot, seed)
+    summary["strength"] = strength
     summary["errors"] = [{"sample": r["sample"], "field": r["field"], "reason": r["reason"]}
                          for r in store.records("error")] + reply_errors(store, attack_params)
     summary["text"] = text_diagnostics(store, attack_params, n_boot, seed)
@@ -38,6 +40,7 @@ def summarise(store: RunStore, attack_params: dict[str, dict] | None = None, n_b
     summary["examples"] = examples(store, attack_params)
     summary["validity"] = clean_validity(store)
     summary["transfer"] = transfer_summary(store, attack_params, n_boot, seed)
+    summary["endpoint_checks"] = list({r["fingerprint"]: r for r in store.records("endpoint_check")}.values())
     summary["headline"] = headline(summary)
     summary["bootstrap"] = {"replicates": n_boot, "seed": seed,
                             "resampled": "risk: questions, models fixed; diagnostics: each model's samples"}

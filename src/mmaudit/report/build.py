@@ -55,9 +55,28 @@ def audit_summary(run: Path, n_boot: int | None = None) -> tuple[dict, RunStore,
     runs = [r for r in invocations(store) if r["command"] in ("audit", "audit transfer")]
     audits = [r for r in runs if r["command"] == "audit"]
     last = audits[-1]["params"] if audits else {}
-    params = last.get("attack_params") or found_params(store)
-    summary = summarise(store, params, n_boot=n_boot or last.get("n_boot", 10_000), seed=last.get("seed", 0))
+    params = dict(last.get("attack_params") or found_params(store))
+    crafted = [r["params"]["surrogate_params"] for r in runs if r["params"].get("surrogate_params")]
+    if crafted:  # the latest transfer that crafted surrogate images: the report is about those
+        params["surrogate"] = crafted[-1]
+    summary = summarise(store, params, n_boot=n_boot or last.get("n_boot", 10_000), seed=last.get("seed", 0),
+                        strength=strength_of(last, params))
     return summary, store, runs, params
+
+
+def strength_of(run_params: dict, attack_params: dict) -> dict | None:
+    """How hard the pixel attacks tried: the preset the run record names, else what the attack parameters say (a
+    run from before presets existed)."""
+    if run_params.get("attack_strength"):
+        return run_params["attack_strength"]
+    from mmaudit.pathways import registry
+
+    pixel = [p for a, p in attack_params.items() if registry.is_pixel(a) and not registry.spec(a).transfer_only]
+    if not pixel:
+        return None
+    p = pixel[0]
+    return {"preset": None, "optimiser": p.get("optimiser", "pgd"), "steps": p["steps"],
+            "restarts": p.get("restarts", 1)}
 
 
 def rebuild_audit(run: Path, n_boot: int | None = None) -> tuple[dict, list[Path]]:

@@ -4,7 +4,8 @@ Each run's headline; Table 1's rows aligned by model and level (a column group p
 run against the first, the paired difference of R+ and of R+ - R0 per model the two runs share, over the
 questions both scored: a paired bootstrap draws the shared questions once per replicate and computes both runs'
 rates on that draw (each on its own clean-correct set), so the interval is that of the difference, not of two
-separate estimates. Everything comes from the run folders alone.
+separate estimates; and how many questions of both clean-correct sets only one of the two runs flipped (a
+stronger attack setting shows here what it adds). Everything comes from the run folders alone.
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ def paired_difference(a: ModelFlags, b: ModelFlags, attacks_a: list[str], attack
         lo, hi = np.nanpercentile(d[1:], [2.5, 97.5])
         return [float(d[0]), float(lo), float(hi)]
 
-    return {"shared": n, "r_plus": ci(d_plus), "gap": ci(d_gap)}
+    both = (pa[0] * pb[0]).astype(bool)  # in both runs' clean-correct sets
+    return {"shared": n, "r_plus": ci(d_plus), "gap": ci(d_gap), "both_correct": int(both.sum()),
+            "only_run": int((both & (pb[1] > 0) & ~(pa[1] > 0)).sum()),
+            "only_reference": int((both & (pa[1] > 0) & ~(pb[1] > 0)).sum())}
 
 
 def compare_runs(runs: list[Path], out: Path, n_boot: int = 2000, seed: int = 0) -> dict:
@@ -96,7 +100,8 @@ def compare_runs(runs: list[Path], out: Path, n_boot: int = 2000, seed: int = 0)
                                       x["summary"]["attacks"], n_boot, seed)
                 diffs.append({"model": key[0], "level": key[1], "against": names[0], "run": name} | d)
     result = {"runs": [{"name": n, "folder": str(x["run"]), "headline": x["summary"].get("headline", {}),
-                        "attacks": x["summary"]["attacks"]} for n, x in zip(names, loaded)],
+                        "attacks": x["summary"]["attacks"], "strength": x["summary"].get("strength")}
+                       for n, x in zip(names, loaded)],
               "rows": rows, "paired": diffs, "bootstrap": {"replicates": n_boot, "seed": seed,
                                                            "resampled": "the questions both runs scored"}}
     out.mkdir(parents=True, exist_ok=True)
@@ -128,16 +133,32 @@ def _fmt(t: list[float]) -> str:
 
 def _paired(result: dict) -> tuple[list[str], list[list[str]]]:
     head = ["model", "level", "run − reference", "shared questions", "Δ R+ (points, 95% CI)",
-            "Δ (R+ − R0) (points, 95% CI)"]
+            "Δ (R+ − R0) (points, 95% CI)", "flipped only by the run", "flipped only by the reference"]
     return head, [[d["model"], d["level"], f"{d['run']} − {d['against']}", str(d["shared"]),
                    _fmt(d["r_plus"]) if d["shared"] else "no shared questions",
-                   _fmt(d["gap"]) if d["shared"] else ""] for d in result["paired"]]
+                   _fmt(d["gap"]) if d["shared"] else "", *_only(d)] for d in result["paired"]]
+
+
+def _only(d: dict) -> list[str]:
+    """Questions of both clean-correct sets that only one run's R+ flipped, as counts of that shared C."""
+    if not d["shared"]:
+        return ["", ""]
+    return [f"{d['only_run']} of {d['both_correct']}", f"{d['only_reference']} of {d['both_correct']}"]
+
+
+def _strength(st: dict | None) -> str:
+    if not st:
+        return ""
+    return (f" · pixel attacks: {st.get('preset') or 'custom'} ({st['optimiser'].upper()}, {st['steps']} steps"
+            + (f", {st['restarts']} restarts" if st["restarts"] > 1 else "") + ")")
 
 
 def _markdown(result: dict, names: list[str]) -> str:
     lines = ["# FusionAudit runs compared", ""]
     for run in result["runs"]:
-        lines += [f"## {md_text(run['name'])}", ""] + [f"- {md_text(s)}" for s in run["headline"].get("sentences", [])]
+        lines += [f"## {md_text(run['name'])}", ""] + ([md_text(_strength(run["strength"]).lstrip(" ·")), ""]
+                                                       if run.get("strength") else [])
+        lines += [f"- {md_text(s)}" for s in run["headline"].get("sentences", [])]
     lines += md_table("Table 1, aligned by model and level (% of each model's clean-correct set)",
                       *_table1(result, names))
     lines += md_table(f"Paired differences against {names[0]} (paired bootstrap over shared questions, "
@@ -148,9 +169,9 @@ def _markdown(result: dict, names: list[str]) -> str:
 def _page(result: dict, names: list[str], loaded: list[dict]) -> str:
     page = Page("FusionAudit runs compared", " · ".join(names))
     heads = "".join(f"<h3>{esc(r['name'])}</h3><p class=\"note\">{esc(r['folder'])} · attacks: "
-                    f"{esc(', '.join(r['attacks']))}</p><ul>" + "".join(f"<li>{esc(s)}</li>" for s in
-                                                                         r["headline"].get("sentences", []))
-                    + "</ul>" for r in result["runs"])
+                    f"{esc(', '.join(r['attacks']))}{esc(_strength(r.get('strength')))}</p><ul>"
+                    + "".join(f"<li>{esc(s)}</li>" for s in r["headline"].get("sentences", [])) + "</ul>"
+                    for r in result["runs"])
     page.add("headlines", "Headlines", heads)
     page.add("table1", "Table 1, aligned", table(*_table1(result, names)))
     page.add("paired", f"Paired differences against {names[0]}",
@@ -166,6 +187,8 @@ def _page(result: dict, names: list[str], loaded: list[dict]) -> str:
 def compare_text(result: dict) -> list[str]:
     """The paired differences as terminal lines."""
     return [f"{d['model']} ({d['level']}) {d['run']} − {d['against']}: Δ R+ {_fmt(d['r_plus'])}, "
-            f"Δ (R+ − R0) {_fmt(d['gap'])} over {d['shared']} shared questions" if d["shared"] else
+            f"Δ (R+ − R0) {_fmt(d['gap'])} over {d['shared']} shared questions; of the {d['both_correct']} both "
+            f"answered right, {d['only_run']} flipped only by {d['run']}, {d['only_reference']} only by "
+            f"{d['against']}" if d["shared"] else
             f"{d['model']} ({d['level']}): no shared questions" for d in result["paired"]]
 

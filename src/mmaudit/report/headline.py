@@ -30,6 +30,11 @@ def headline(summary: dict) -> dict:
                      "n_correct": [r["n_correct"] for r in group], "r0": m["r0"], "r_plus": m["r_plus"],
                      "gap": m["gap"]})
     sentences = []
+    for check in summary.get("endpoint_checks") or []:  # the cause first, before any number
+        c = check.get("canary")
+        if c and not c["read"]:
+            sentences.append(f"{check['model']}: the endpoint did not read the canary image ({c['reason']}); its "
+                             "numbers below do not measure a model that sees the images.")
     for r in rows:
         c = ", ".join(str(n) for n in r["n_correct"])
         text = (f"{r['level']} ({r['n_models']} model{'s' if r['n_models'] != 1 else ''}, clean accuracy "
@@ -57,10 +62,18 @@ def headline(summary: dict) -> dict:
     t = summary.get("transfer")
     if t and t["targets"]:
         parts = [f"{r['target']} {_pct(r['r_plus_black_box'])}"
+                 + (f" (output-loss images {100 * r['r_plus_output_loss'][0]:.1f}%, surrogate images "
+                    f"{100 * r['r_plus_surrogate'][0]:.1f}%)" if r.get("r_plus_surrogate") else "")
                  + (f" (white-box {100 * r['r_plus_white_box'][0]:.1f}%)" if r["r_plus_white_box"] else "")
                  for r in t["targets"]]
         sentences.append("Without the target's gradients (its rendered-text attacks and the other models' pixel "
                          f"attacks transferred), black-box R+: {'; '.join(parts)}.")
+    st = summary.get("strength")
+    if st:
+        name = f"strength {st['preset']} " if st.get("preset") else ""
+        sentences.append(f"Pixel attacks at {name}({st['optimiser'].upper()}, {st['steps']} steps"
+                         + (f", {st['restarts']} restarts" if st["restarts"] > 1 else "") + "): R+ is a lower bound "
+                         "that a stronger attack can only raise.")
     warnings = (summary.get("validity") or {}).get("warnings", [])
     if warnings:
         sentences.append(f"{len(warnings)} model-dataset pair{'s' if len(warnings) > 1 else ''} fall below the "

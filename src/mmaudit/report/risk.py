@@ -11,9 +11,13 @@ from mmaudit.stats import ModelFlags, bootstrap_level_ci, model_summary, rank_ag
 from mmaudit.store import RunStore
 
 
-def wanted(record: dict, attack_params: dict[str, dict] | None) -> bool:
-    """Whether an attack record was made with the parameters this report is about."""
-    return not attack_params or attack_params.get(record["attack"]) == record["params"]
+def wanted(record: dict, attack_params: dict[str, dict | list[dict]] | None) -> bool:
+    """Whether an attack record was made with the parameters this report is about (an attack made with several,
+    such as one surrogate ensemble per target, lists them)."""
+    if not attack_params:
+        return True
+    asked = attack_params.get(record["attack"])
+    return asked == record["params"] or (isinstance(asked, list) and record["params"] in asked)
 
 
 def model_flags(store: RunStore, attack_params: dict[str, dict] | None = None) -> list[ModelFlags]:
@@ -39,7 +43,9 @@ def flags_by_fingerprint(store: RunStore, attack_params: dict[str, dict] | None 
         questions = sorted(rows)
         first = rows[questions[0]]
         correct = np.array([rows[q]["correct"] for q in questions])
-        names = list(attack_params) if attack_params else list(flips[fp])  # asked-for attacks show even if C is empty
+        # asked-for attacks show even if C is empty; a transfer-only attack is the transfer tables' business
+        names = [a for a in (attack_params or flips[fp])
+                 if not (registry.known(a) and registry.spec(a).transfer_only)]
         flipped = {a: np.array([flips[fp][a].get(q, False) for q in questions]) for a in names}
         out[fp] = ModelFlags(first["model"], first["level"], questions, correct, flipped, not_run.get(fp, {}))
     return out

@@ -5,7 +5,9 @@
   The diagonal (source = target) is the white-box ASR.
 * Black-box R+ of a target: R+ exactly as for a white-box model (same union numerator, the target's C as
   denominator, the same question bootstrap), over the attacks that need no gradients of the target: its direct
-  rendered-text attacks and every pixel attack transferred from the *other* models (its own images excluded).
+  rendered-text attacks and every pixel attack transferred from the *other* models (its own images excluded, and
+  a surrogate ensemble's wherever the target is one of its members); also apart by kind of transferred image:
+  output-loss images (another model's white-box attacks) and surrogate images (made to transfer).
 * White-box R+ beside it where the target was audited white-box in the run.
 """
 
@@ -40,9 +42,11 @@ def transfer_summary(store: RunStore, attack_params: dict[str, dict] | None, n_b
     ran = {(r["fingerprint"], r["attack"]) for r in store.records("attack") if wanted(r, attack_params)}
     cells: dict[tuple[str, str, str], dict[str, bool]] = defaultdict(dict)
     names: dict[str, str] = {}
+    members: dict[str, list[str]] = {}
     for r in recs:
         cells[(r["source_fingerprint"], r["attack"], r["fingerprint"])][r["sample"]] = r["flipped"]
         names[r["source_fingerprint"]] = r["source"]
+        members[r["source_fingerprint"]] = r.get("source_members") or [r["source_fingerprint"]]
     matrix = []
     order = lambda kv: (names[kv[0][0]], registry.table_rank(kv[0][1]), flags[kv[0][2]].level,  # noqa: E731
                         flags[kv[0][2]].model)
@@ -54,18 +58,26 @@ def transfer_summary(store: RunStore, attack_params: dict[str, dict] | None, n_b
         matrix.append({"source": names[src], "source_fingerprint": src, "attack": attack, "target": m.model,
                        "target_fingerprint": tgt, "n": int(cell.correct.sum()), "flips": int(cell.flipped["t"].sum()),
                        "asr": list(bootstrap_level_ci([cell], lambda x: x.flipped["t"], n_boot, seed)),
-                       "diagonal": src == tgt})
+                       "diagonal": src == tgt, "from_target": tgt in members[src],
+                       "kind": "surrogate" if registry.known(attack) and registry.spec(attack).transfer_only
+                       else "output-loss"})
     targets = []
     for tgt in sorted({c["target_fingerprint"] for c in matrix}, key=lambda f: (flags[f].level, flags[f].model)):
         m = flags[tgt]
         direct = {a: f for a, f in m.flipped.items() if registry.is_text(a) and a not in m.not_run}
-        moved = {f"{c['source_fingerprint']}:{c['attack']}": cells[(c["source_fingerprint"], c["attack"], tgt)]
-                 for c in matrix if c["target_fingerprint"] == tgt and not c["diagonal"]}
-        got = {k: np.array([v.get(q, False) for q in m.questions]) for k, v in moved.items()}
+        moved = {f"{c['source_fingerprint']}:{c['attack']}": c for c in matrix
+                 if c["target_fingerprint"] == tgt and not c["from_target"]}
+        got = {k: np.array([cells[(c["source_fingerprint"], c["attack"], tgt)].get(q, False) for q in m.questions])
+               for k, c in moved.items()}
         bb = ModelFlags(m.model, m.level, m.questions, m.correct, direct | got)
+        by_kind = {kind: list(direct) + [k for k, c in moved.items() if c["kind"] == kind]
+                   for kind in ("output-loss", "surrogate")}
         row = {"target": m.model, "fingerprint": tgt, "level": m.level, "n_correct": int(m.correct.sum()),
                "clean_failed": failed[tgt], "text_direct": list(_ci(bb, list(direct), n_boot, seed)),
                "r_plus_black_box": list(_ci(bb, list(bb.flipped), n_boot, seed)), "transferred_from": len(got),
+               "r_plus_output_loss": list(_ci(bb, by_kind["output-loss"], n_boot, seed)),
+               "r_plus_surrogate": (list(_ci(bb, by_kind["surrogate"], n_boot, seed))
+                                    if len(by_kind["surrogate"]) > len(direct) else None),
                "r_plus_white_box": None}
         if any((tgt, a) in ran for a in m.flipped if not registry.is_text(a)):  # audited white-box in this run
             row["r_plus_white_box"] = list(_ci(m, list(m.flipped), n_boot, seed))
@@ -105,16 +117,26 @@ def transfer_tables(summary: dict) -> list[Table]:
     by_row: dict[str, dict[str, dict]] = defaultdict(dict)
     for c in t["matrix"]:
         by_row[cell_name(c["source"], c["attack"])][c["target"]] = c
-    rows = [[name] + [(ci(c["asr"]) + f" n={c['n']}" + (" (white-box)" if c["diagonal"] else "")) if c else "—"
+    def mark(c: dict) -> str:
+        return " (white-box)" if c["diagonal"] else " (made from it)" if c["from_target"] else ""
+
+    rows = [[name] + [(ci(c["asr"]) + f" n={c['n']}" + mark(c)) if c else "—"
                       for c in (cells.get(x) for x in targets)] for name, cells in by_row.items()]
     matrix = ("Transfer ASR: % of the target's clean-correct questions with a saved image that the image flips, "
               "95% CI (rows: source model · attack; the diagonal is white-box)", ["source · attack", *targets], rows)
+    surrogate = any(r.get("r_plus_surrogate") for r in t["targets"])
     risk = ("Black-box residual risk per target: R+ over its direct rendered-text attacks and every pixel attack "
-            "transferred from the other models (% of C, 95% CI)",
+            "transferred from the other models (% of C, 95% CI)" + ("; apart: with the output-loss images of "
+                                                                     "the others' white-box attacks, with the "
+                                                                     "surrogate images" if surrogate else ""),
             ["target", "level", "|C|", "clean requests failed", "text attacks alone", "black-box R+",
-             "sources × attacks", "white-box R+"],
+             *(["… output-loss images", "… surrogate images"] if surrogate else []), "sources × attacks",
+             "white-box R+"],
             [[r["target"], r["level"], str(r["n_correct"]), str(r["clean_failed"]), ci(r["text_direct"]),
-              ci(r["r_plus_black_box"]), str(r["transferred_from"]),
+              ci(r["r_plus_black_box"]),
+              *([ci(r["r_plus_output_loss"]), ci(r["r_plus_surrogate"]) if r.get("r_plus_surrogate") else "—"]
+                if surrogate else []),
+              str(r["transferred_from"]),
               ci(r["r_plus_white_box"]) if r["r_plus_white_box"] else "not audited white-box"]
              for r in t["targets"]])
     return [matrix, risk]

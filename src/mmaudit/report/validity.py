@@ -50,6 +50,8 @@ def clean_validity(store: RunStore) -> dict:
     for r in store.records("clean"):
         rows[(r["model"], r["level"], r["family"])].append(r)
     table, warnings = [], []
+    blind = {r["model"]: r["canary"]["reason"] for r in store.records("endpoint_check")
+             if r.get("canary") and not r["canary"]["read"]}
     for (model, level, dataset), recs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2])):
         acc = sum(bool(r["correct"]) for r in recs) / len(recs)
         bar, why = threshold(model, dataset)
@@ -58,9 +60,10 @@ def clean_validity(store: RunStore) -> dict:
                "correct": sum(bool(r["correct"]) for r in recs), "accuracy": acc, "threshold": bar,
                "threshold_source": why, "instruction": " | ".join(instructions), "valid": acc >= bar}
         table.append(row)
+        causes = [f"the endpoint did not read the canary image ({blind[model]})"] if model in blind else CAUSES
         if acc < bar:
             warnings.append(f"{model} on {dataset}: clean accuracy {100 * acc:.1f}% ({row['correct']}/{len(recs)}) "
                             f"is below {why}; the audit of this dataset is conditioned on very few questions. "
-                            f"Likely causes: {'; '.join(CAUSES)}.")
+                            f"{'Cause' if model in blind else 'Likely causes'}: {'; '.join(causes)}.")
     prompts = {r["dataset"]: r["instruction"] for r in table}
     return {"clean": table, "warnings": warnings, "prompts": prompts}

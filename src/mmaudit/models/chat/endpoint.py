@@ -12,10 +12,17 @@ tries again) and the other requests go on. Tokens and cost are counted per run
 (``usage``); with ``budget`` set, no request starts once the cost reached it,
 and the call raises :class:`BudgetExceeded` after the ones in flight finish.
 
-A request may carry a JSON ``schema`` (mmaudit.rag.evaluate.schemas): it is sent as a strict
-``response_format`` of type ``json_schema``. An endpoint that answers 400 to it gets the request again
-without it (plain prompting), and this client remembers, for its endpoint and model, not to send one again
-(``schema_rejected``, reported in ``usage``).
+A request may carry a JSON ``schema`` (mmaudit.rag.evaluate.schemas): it is sent in the structured form the
+endpoint takes (``structured``, found by :func:`mmaudit.models.chat.probe.probe` before the work: a strict
+``json_schema``, llama.cpp's ``json_object`` with a ``schema``, a bare ``json_object``, or none). An endpoint that
+still rejects it (HTTP 400 or 422, or a 5xx whose body names ``response_format``) gets the request again without
+it (plain prompting), never a retry, and this client remembers not to send one again (``schema_rejected``,
+reported in ``usage``).
+
+No retry storms: the same failure (status and the server's words) ``storm_limit`` times in a row, across requests
+and retries with no success between, is no transient fault (429s and timeouts, which repeat under load, are not
+counted): the call raises :class:`EndpointFailing`, which quotes the server (the command ends with one line and
+exit 2; every finished call is cached, a rerun resumes).
 """
 
 from __future__ import annotations
@@ -29,10 +36,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from mmaudit.errors import MMAuditError
 from mmaudit.models.chat.base import BudgetExceeded, FailedReply, Message
+from mmaudit.models.chat.probe import error_text, rejects_format, response_format
 from mmaudit.store import RunStore, key_of
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+class EndpointFailing(MMAuditError):
+    """The endpoint answered the same failure too many times in a row: a deterministic fault, not a transient one."""
 MAX_RETRY_AFTER = 120.0  # seconds: a server asking for longer is waited on for this long, then retried
 
 
@@ -89,7 +102,7 @@ class Usage:
     completion_tokens: int = 0
     cost: float = 0.0
     failed: int = 0  # requests that came back as FailedReply
-    schema_fallbacks: int = 0  # requests re-sent without response_format after a 400
+    schema_fallbacks: int = 0  # requests re-sent without response_format after the endpoint rejected it
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("calls", "cached", "retries", "failed", "schema_fallbacks",
@@ -110,6 +123,8 @@ class OpenAIChat:
     max_tokens: int | None = None
     price_per_1k: tuple[float, float] = (0.0, 0.0)  # (prompt, completion) in your currency
     budget: float | None = None  # stop starting requests once usage.cost reaches this
+    structured: str = "json_schema"  # the response_format form a schema is sent in (probe.FORMS, or "plain")
+    storm_limit: int = 8  # the same failure this many times in a row stops the run
     usage: Usage = field(default_factory=Usage)
 
     takes_budget = True  # chat_many(requests, max_new_tokens=...) sets max_tokens per call
@@ -124,7 +139,8 @@ class OpenAIChat:
         self._unwritten: list[dict] = []
         self._writer: asyncio.Future | None = None
         self._session = None
-        self.schema_rejected = False  # the endpoint answered 400 to a response_format: send none again
+        self.schema_rejected = False  # the endpoint rejected a response_format: send none again
+        self._streak: tuple[str, int] = ("", 0)  # the last failure's signature and how often it came in a row
 
     def _client(self):
         from openai import AsyncOpenAI, DefaultAsyncHttpxClient
@@ -139,9 +155,21 @@ class OpenAIChat:
                     schema: dict | None = None) -> str:
         """The cache key: endpoint, model, messages (image bytes included, as data URLs), sampling, salt, and
         the schema the reply was decoded under (none once the endpoint rejected schemas)."""
+        form = {"form": self.structured} if schema and self.structured != "json_schema" else {}
         return key_of(kind="llm_call", base_url=self.base_url, model=self.model, messages=list(messages),
                       temperature=self.temperature, max_tokens=max_tokens or self.max_tokens,
-                      **({"salt": salt} if salt else {}), **({"schema": schema} if schema else {}))
+                      **({"salt": salt} if salt else {}), **({"schema": schema} if schema else {}), **form)
+
+    def failed_in_a_row(self, status: int | None, said: str) -> None:
+        """Count a failure; the same one ``storm_limit`` times in a row raises :class:`EndpointFailing`."""
+        sig = f"{status}|{said[:300]}"
+        count = self._streak[1] + 1 if self._streak[0] == sig else 1
+        self._streak = (sig, count)
+        if count >= self.storm_limit:
+            what = f"HTTP {status}" if status is not None else "no reply"
+            raise EndpointFailing(f"{self.model} at {self.base_url}: {count} requests in a row failed the same way "
+                                  f"({what}: {said[:300]}); stopped instead of retrying. Finished calls are cached: "
+                                  "fix the server or the options and rerun to resume")
 
     def _cached(self, key: str) -> dict | None:
         return (self.store.get(key) if self.store is not None else None) or self._memory.get(key)
@@ -157,30 +185,36 @@ class OpenAIChat:
             body = {"model": self.model, "messages": list(messages), "temperature": self.temperature,
                     **({"max_tokens": limit} if limit else {})}
             for attempt in range(self.retries + 1):
-                fmt = ({"response_format": {"type": "json_schema", "json_schema": schema | {"strict": True}}}
-                       if schema and not self.schema_rejected else {})
+                rf = response_format(self.structured, schema) if schema and not self.schema_rejected else None
+                fmt = {"response_format": rf} if rf else {}
                 try:
                     resp = await post(client, body | fmt)
+                    self._streak = ("", 0)
                     break
                 except (APITimeoutError, APIConnectionError, APIStatusError) as e:
                     status = getattr(e, "status_code", None)
-                    if status == 400 and fmt:
+                    said = error_text(e)
+                    if fmt and rejects_format(status, said):
                         plain_key = self.request_key(messages, max_tokens, self._salts.get(key, ""))
                         if self._cached(plain_key):  # answered plainly by an earlier run
                             self.schema_rejected = True
                             return self._cached(plain_key)["reply"]
-                        try:  # the endpoint may not take response_format: the same request without it
+                        try:  # the endpoint does not take response_format: the same request without it
                             resp = await post(client, body)
                         except (APITimeoutError, APIConnectionError, APIStatusError) as plain:
                             e, status = plain, getattr(plain, "status_code", None)  # not the schema's fault
+                            said = error_text(e)
                         else:
                             self.schema_rejected = True
                             self.usage.schema_fallbacks += 1
+                            self._streak = ("", 0)
                             key = plain_key
                             break
+                    if status != 429 and not isinstance(e, APITimeoutError):  # rate limits and slowness repeat
+                        self.failed_in_a_row(status, said if status is not None else type(e).__name__)
                     if status is not None and status not in RETRYABLE_STATUS or attempt == self.retries:
                         why = f"HTTP {status}" if status is not None else type(e).__name__
-                        return self._fail(key, f"{why}: {str(e)[:300]}")
+                        return self._fail(key, f"{why}: {said[:300]}")
                     self.usage.retries += 1
                     wait = self.backoff * 2**attempt * (0.5 + random.random())
                     asked = retry_after(e)

@@ -1,9 +1,11 @@
-"""Pixel pathway of FusionAudit: Vis-PGD and End-PGD (baselines), MANTIS (enhanced); each registers itself
+"""Pixel pathway of FusionAudit: Vis-PGD and End-PGD (baselines), MANTIS (enhanced), and the surrogate-ensemble
+transfer attack (crafted without the target by `mmaudit audit transfer`); each registers itself
 (:mod:`mmaudit.pathways.registry`)."""
 
 from mmaudit.pathways.pixel.base import AttackResult, PixelAttack
 from mmaudit.pathways.pixel.end_pgd import EndPGD
 from mmaudit.pathways.pixel.mantis import MANTIS
+from mmaudit.pathways.pixel.surrogate import SurrogateEnsemble
 from mmaudit.pathways.pixel.vis_pgd import VisPGD
 
-__all__ = ["AttackResult", "EndPGD", "MANTIS", "PixelAttack", "VisPGD"]
+__all__ = ["AttackResult", "EndPGD", "MANTIS", "PixelAttack", "SurrogateEnsemble", "VisPGD"]

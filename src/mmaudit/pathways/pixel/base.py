@@ -1,15 +1,19 @@
-"""L-infinity PGD in raw pixel space, written once over the VLM protocol.
+"""L-infinity PGD and APGD in raw pixel space, written once over the VLM protocol.
 
 A subclass defines only ``prepare`` (what is fixed before optimising) and
 ``objective`` (a per-sample loss to maximise), and registers itself with
 ``@attack(...)`` (:mod:`mmaudit.pathways.registry`); its dataclass fields are its
-parameters and form its store key. The base class owns the rest:
-random start, signed steps, projection, per-sample early stopping, the
-downscaled-noise memory fallback and 8-bit quantisation.
+parameters and form its store key. The base class owns the rest: random start,
+the step rule (``optimiser``: signed-gradient PGD, or APGD with its step-size
+schedule, :mod:`mmaudit.pathways.pixel.apgd`), projection, per-sample early
+stopping, restarts (the per-sample worst case: a sample flipped by any restart
+is flipped; later restarts start at random and run only on what earlier ones
+left), the downscaled-noise memory fallback and 8-bit quantisation.
 
 Flips are decided on the *quantised* image (what a PNG holds): the result's
 ``adv_uint8`` is exactly what gets saved, so a reloaded image reproduces the
-flip bit for bit.
+flip bit for bit. :meth:`PixelAttack.craft` runs the same optimisation without
+a target model (a transfer attack's surrogates), deciding nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ import torch.nn.functional as F
 from mmaudit.data.sample import Sample
 from mmaudit.judge.match import Judge
 from mmaudit.models.vlm import VLM, to_image_tensor
+from mmaudit.pathways.pixel.apgd import APGD
 from mmaudit.pathways.registry import key_params
+
+OPTIMISERS = ("pgd", "apgd")
 
 
 @dataclass
@@ -40,6 +47,19 @@ class AttackResult:
     passes: list[int]
     linf: list[float]
     flipped_at: dict[int, list[bool]] = field(default_factory=dict)  # checkpoint step -> flips so far
+    restart: list[int] = field(default_factory=list)  # the restart whose image was kept (it flipped, or the last)
+
+    @staticmethod
+    def merged(parts: list[tuple[list[int], AttackResult]], n: int) -> AttackResult:
+        """Per-sample results of several runs over subsets (index lists) of n samples: the later run wins."""
+        out = AttackResult([None] * n, [""] * n, [False] * n, [0] * n, [0] * n, [0.0] * n, {}, [0] * n)
+        for idx, res in parts:
+            for j, i in enumerate(idx):
+                out.adv_uint8[i], out.answers[i], out.flipped[i] = res.adv_uint8[j], res.answers[j], res.flipped[j]
+                out.steps[i] += res.steps[j]
+                out.passes[i] += res.passes[j]
+                out.linf[i], out.restart[i] = res.linf[j], res.restart[j]
+        return out
 
 
 @dataclass
@@ -60,17 +80,42 @@ class PixelAttack:
     # steps where every active sample is confirmed (one run serves many budgets)
     checkpoints: tuple[int, ...] = field(default=(), metadata={"key": "omit_empty"})
     judge: Judge = field(default_factory=Judge, metadata={"key": False})
+    optimiser: str = field(default="pgd", metadata={"key": "omit_default"})  # pgd | apgd
+    restarts: int = field(default=1, metadata={"key": "omit_default"})  # runs per sample (worst case kept)
+
+    def __post_init__(self) -> None:
+        if self.optimiser not in OPTIMISERS:
+            raise ValueError(f"optimiser must be one of {OPTIMISERS}, got {self.optimiser!r}")
+        if self.restarts < 1:
+            raise ValueError(f"restarts must be at least 1, got {self.restarts}")
+        if self.restarts > 1 and self.checkpoints:
+            raise ValueError("checkpoints (the sweep's budgets) need a single run: restarts must be 1")
 
     @classmethod
     def from_config(cls, cfg: Any, judge: Judge, max_new_tokens: int) -> PixelAttack:
         """The attack as an audit's config sets it (``cfg``: an :class:`~mmaudit.audit.config.AuditConfig`)."""
-        return cls(eps=cfg.eps, steps=cfg.steps, alpha=cfg.alpha, seed=cfg.seed, early_stop=cfg.early_stop,
-                   downscale=cfg.downscale, max_new_tokens=max_new_tokens, judge=judge)
+        return cls(judge=judge, max_new_tokens=max_new_tokens, **cls.config_fields(cfg))
+
+    @classmethod
+    def config_fields(cls, cfg: Any) -> dict:
+        """The fields an audit's config sets (a subclass adds its own)."""
+        return {"eps": cfg.eps, "steps": cfg.steps, "alpha": cfg.alpha, "seed": cfg.seed, "early_stop": cfg.early_stop,
+                "downscale": cfg.downscale, "optimiser": cfg.optimiser, "restarts": cfg.restarts}
 
     def params(self) -> dict:
         """What identifies this attack's results in the store: every field that decides them (the step size
-        resolved)."""
-        return key_params(self) | {"alpha": self.step_size}
+        resolved; APGD sets its own)."""
+        return key_params(self, exclude=("alpha",)) | ({"alpha": self.step_size} if self.optimiser == "pgd" else {})
+
+    @property
+    def check_interval(self) -> int:
+        """Every how many steps early stopping checks the active samples."""
+        return self.check_every
+
+    @property
+    def passes_per_step(self) -> int:
+        """Forward-backward passes one step costs a sample."""
+        return 1
 
     @property
     def step_size(self) -> float:
@@ -87,12 +132,17 @@ class PixelAttack:
         raise NotImplementedError
 
     # -------------------------------------------------------------- machinery
-    def _start(self, samples: list[Sample], shapes: list[tuple[int, ...]]) -> list[torch.Tensor]:
-        if not self.random_start or self.eps == 0:
+    def _start(self, samples: list[Sample], shapes: list[tuple[int, ...]], restart: int = 0) -> list[torch.Tensor]:
+        """The starting perturbation: zero, or uniform in the eps-ball; restarts after the first always start at
+        random, each from its own seed."""
+        if (not self.random_start and restart == 0) or self.eps == 0:
             return [torch.zeros(shape) for shape in shapes]
         noise = []
         for s, shape in zip(samples, shapes):  # per-sample seed: a result never depends on its batch-mates
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + zlib.crc32(s.id.encode()))
+            seed = self.seed * 1_000_003 + zlib.crc32(s.id.encode())
+            if restart:
+                seed = zlib.crc32(f"{self.seed}:{restart}:{s.id}".encode())
+            g = torch.Generator().manual_seed(seed)
             noise.append((torch.rand(shape, generator=g) * 2 - 1) * self.eps)
         return noise
 
@@ -118,14 +168,32 @@ class PixelAttack:
 
     def __call__(self, vlm: VLM, samples: list[Sample]) -> AttackResult:
         """Attack a batch whose images may differ in size: every image keeps its own float32 perturbation in raw
-        pixel space (whatever the model's precision), and only its own seed, image and answers decide it."""
+        pixel space (whatever the model's precision), and only its own seed, image and answers decide it. With
+        restarts, a restart runs only on what earlier ones left unflipped."""
+        todo, parts = list(range(len(samples))), []
+        for restart in range(self.restarts):
+            res = self._run(vlm, [samples[i] for i in todo], restart)
+            parts.append((todo, res))
+            todo = [i for i, f in zip(todo, res.flipped) if not f]
+            if not todo:
+                break
+        return parts[0][1] if len(parts) == 1 else AttackResult.merged(parts, len(samples))
+
+    def craft(self, samples: list[Sample]) -> AttackResult:
+        """The optimisation alone, with no model to ask (a transfer attack optimises surrogates, never its
+        target): the full budget for every sample, no flip decided, no answer."""
+        return self._run(None, samples, 0)
+
+    def _run(self, vlm: VLM | None, samples: list[Sample], restart: int) -> AttackResult:
         x = [to_image_tensor(s.image, s.id) for s in samples]
         x_u8 = [(xi * 255).round() for xi in x]  # exact integers again: the saved PNG truncates to uint8
         sizes = [tuple(xi.shape[-2:]) for xi in x]
         x_opt = [self._optimised_view(xi) for xi in x]
         ctx = self.prepare(vlm, x_opt, samples)
-        delta = [(xo + d).clamp(0, 1) - xo for xo, d in zip(x_opt, self._start(samples, [xo.shape for xo in x_opt]))]
+        start = self._start(samples, [xo.shape for xo in x_opt], restart)
+        delta = [(xo + d).clamp(0, 1) - xo for xo, d in zip(x_opt, start)]
         n = len(samples)
+        early = self.early_stop and vlm is not None
         active = torch.ones(n, dtype=torch.bool)
         steps = [0] * n
         passes = [0] * n
@@ -133,12 +201,19 @@ class PixelAttack:
         flipped = [False] * n
         flipped_at: dict[int, list[bool]] = {}
 
+        def project(i: int, d: torch.Tensor) -> torch.Tensor:
+            d = d.clamp(-self.eps, self.eps)
+            return (x_opt[i] + d).clamp(0, 1) - x_opt[i]
+
+        apgd = APGD(self.eps, self.steps) if self.optimiser == "apgd" else None
+        states = [apgd.start() for _ in range(n)] if apgd else []
+
         def quantised(i: int) -> torch.Tensor:
             return self.quantise(x_u8[i], self._full_delta(delta[i], sizes[i]))
 
         def confirm(idx: list[int]) -> None:
             """Generate on the quantised full-size image; a flip is only what J says."""
-            if not idx:
+            if not idx or vlm is None:
                 return
             outs = vlm.generate([quantised(i) / 255 for i in idx], [samples[i].prompt for i in idx],
                                 self.max_new_tokens)
@@ -146,7 +221,7 @@ class PixelAttack:
                 passes[i] += 1
                 answers[i] = out
                 flipped[i] = not self.judge.correct(out, samples[i])
-                if flipped[i] and self.early_stop:
+                if flipped[i] and early:
                     active[i] = False
 
         for step in range(self.steps if self.eps > 0 else 0):
@@ -159,14 +234,18 @@ class PixelAttack:
             loss, deviates = self.objective(vlm, [(x_opt[i] + di).clamp(0, 1) for i, di in zip(idx, d)], sub,
                                             sub_ctx)
             grads = torch.autograd.grad(loss.sum(), d)
+            losses = loss.detach().float().tolist()
             with torch.no_grad():
-                for i, di, g in zip(idx, d, grads):
-                    di = (di + self.step_size * g.to(di.dtype).sign()).clamp(-self.eps, self.eps)
-                    delta[i] = (x_opt[i] + di).clamp(0, 1) - x_opt[i]
+                for i, di, g, li in zip(idx, d, grads, losses):
+                    g = g.to(di.dtype)
+                    if apgd:
+                        delta[i] = apgd.update(states[i], di.detach(), g, li, lambda v, i=i: project(i, v))
+                    else:
+                        delta[i] = project(i, di + self.step_size * g.sign())
             for i in idx:
                 steps[i] += 1
-                passes[i] += 1
-            if self.early_stop and ((step + 1) % self.check_every == 0):
+                passes[i] += self.passes_per_step
+            if early and ((step + 1) % self.check_interval == 0):
                 # The teacher-forced pass already tells which answers deviate; only those are
                 # confirmed by generation (a pass that says "still correct" costs nothing).
                 cand = idx if deviates is None else [i for i, dv in zip(idx, deviates.tolist()) if dv]
@@ -177,6 +256,10 @@ class PixelAttack:
                 # flips are exactly what a separate run of that budget gives.
                 confirm([i for i in idx if active[i]])
                 flipped_at[step + 1] = list(flipped)
+        if apgd:  # APGD ends on its best point, where a sample is still unflipped
+            for i in range(n):
+                if active[i] and states[i].best is not None:
+                    delta[i] = states[i].best
         # Final answer on the image that will be saved (stopped samples were just confirmed).
         confirm([i for i in range(n) if active[i] or answers[i] is None])
         if self.steps in self.checkpoints:
@@ -184,4 +267,5 @@ class PixelAttack:
         xq = [quantised(i) for i in range(n)]
         adv = [q.permute(1, 2, 0).to(torch.uint8).numpy() for q in xq]
         linf = [float((q - xu).abs().max()) / 255 for q, xu in zip(xq, x_u8)]
-        return AttackResult(adv, [a or "" for a in answers], flipped, steps, passes, linf, flipped_at)
+        return AttackResult(adv, [a or "" for a in answers], flipped, steps, passes, linf, flipped_at,
+                            [restart] * n)

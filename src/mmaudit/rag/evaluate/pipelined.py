@@ -66,6 +66,7 @@ def pipelined(chat, judge, rows, views, build: Callable[[int], RowRequests], cfg
             progress("bench run: rows", done, len(rows))
             return c, check, tri, tt, sel, com, routed
 
+        progress("bench run: rows", 0, len(rows))  # the stage shows (and its log heartbeat runs) from the start
         try:
             out = await asyncio.gather(*(row(i) for i in range(len(rows))))
         finally:

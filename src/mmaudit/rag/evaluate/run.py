@@ -119,8 +119,16 @@ def structured_mode(chat) -> str:
     if not getattr(chat, "takes_schema", False):
         return "plain prompting (this model takes no schema)"
     if getattr(chat, "schema_rejected", False):
-        return "plain prompting: the endpoint answered 400 to response_format (remembered for this run)"
-    return "guided decoding under the JSON schema" if hasattr(chat, "_guided") else "response_format json_schema"
+        return "plain prompting: the endpoint rejected response_format (remembered for this run)"
+    if hasattr(chat, "_guided"):
+        return "guided decoding under the JSON schema"
+    return FORM_NAMES[getattr(chat, "structured", "json_schema")]
+
+
+FORM_NAMES = {"json_schema": "response_format json_schema",
+              "json_object+schema": "response_format json_object with the schema (llama.cpp's form)",
+              "json_object": "response_format json_object (the schema in the prompt only)",
+              "plain": "plain prompting: the endpoint takes no structured form (probed)"}
 
 
 def write_judged(rows: Sequence[RegimeRow], decisions: dict, verdicts: dict, errors: dict, out: Path,

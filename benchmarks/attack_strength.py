@@ -1,0 +1,149 @@
+"""How tight is R+? Attack success against the model passes it costs, and transfer that is made to transfer.
+
+(a) White-box, on the zoo (default: L1, 32 questions per task family, eps 8/255): the ASR (% of the clean-correct
+    set C) of End-PGD, Vis-PGD and MANTIS under plain PGD (step eps/8) at 10, 20, 40, 100, 200 and 400 steps and
+    under APGD at 10, 20, 40 and 100 steps, one restart and three (the strong preset), with the mean model passes
+    per sample of C each spent (gradient steps, early-stop checks and the final check; early stopping on, as the
+    audit runs). Every setting is a separate run with the audit's own attack classes and per-sample seeds.
+(b) Transfer on the zoo (every level), eps 16/255: the audit's own pixel attacks (End-PGD, MANTIS, Vis-PGD) are
+    run white-box on each level, their images shown to the other two ("output-loss" transfer, what `audit
+    transfer` measured before), then each level is attacked by the leave-one-out surrogate ensemble of the other
+    two levels' vision towers (local crops matched to the question's Typo-Evid image, 300 signed steps of 1/255),
+    through `mmaudit audit transfer --surrogates leave-one-out`, once with the Typo-Evid image as each question's
+    target and once with the Nat-Evid image. Printed per target: the best output-loss transfer cell against the
+    surrogate cell (and their ratio), and the black-box R+ with output-loss images, with surrogate images, with
+    both, with 95% CIs.
+
+Run: .venv/bin/python benchmarks/attack_strength.py [--levels L1] [--n 32] [--skip-transfer] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from mmaudit.audit import AuditConfig
+from mmaudit.audit.plan import AuditPlan, correct_set
+from mmaudit.audit.units import clean_unit
+from mmaudit.data.synthetic import FAMILIES, synthetic_set
+from mmaudit.judge.match import Judge
+from mmaudit.models.zoo.adapter import load_zoo
+from mmaudit.pathways import registry
+from mmaudit.store import RunStore
+
+ATTACKS = ("end_pgd", "vis_pgd", "mantis")
+PGD_BUDGETS = (10, 20, 40, 100, 200, 400)
+APGD_SETTINGS = ((10, 1), (20, 1), (40, 1), (100, 1), (100, 3))
+
+
+def clean_correct(vlm, n: int, tmp: Path):
+    """The zoo model's clean-correct questions (wrong answers fixed as an audit's plan fixes them)."""
+    plan = AuditPlan.build(synthetic_set(n, seed=10_000, families=FAMILIES), AuditConfig(batch=32))
+    store = RunStore(tmp / f"{vlm.name}.jsonl")
+    for unit in plan.clean_units(vlm.fingerprint):
+        store.put_many(clean_unit(vlm, [plan.by_id[i] for i in unit.ids], list(unit.keys), Judge()).records)
+    return correct_set(store, vlm.fingerprint, plan.samples)
+
+
+def run_setting(vlm, samples, attack: str, optimiser: str, steps: int, restarts: int, batch: int = 32) -> dict:
+    cls = registry.spec(attack).cls
+    flipped, passes, t0 = 0, 0, time.perf_counter()
+    for i in range(0, len(samples), batch):
+        res = cls(eps=8 / 255, steps=steps, optimiser=optimiser, restarts=restarts)(vlm, samples[i : i + batch])
+        flipped += sum(res.flipped)
+        passes += sum(res.passes)
+    return {"attack": attack, "optimiser": optimiser, "steps": steps, "restarts": restarts,
+            "asr": 100 * flipped / len(samples), "passes": passes / len(samples),
+            "seconds": time.perf_counter() - t0}
+
+
+def white_box(levels: list[str], n: int) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for level in levels:
+            vlm = load_zoo(level)
+            samples = clean_correct(vlm, n, Path(tmp))
+            print(f"\n(a) zoo {level}: |C| = {len(samples)} of {3 * n}, eps 8/255, early stopping on")
+            print("| attack | optimiser | steps | restarts | ASR % of C | mean passes / sample | wall s |")
+            print("| --- | --- | --- | --- | --- | --- | --- |")
+            for attack in ATTACKS:
+                settings = [("pgd", s, 1) for s in PGD_BUDGETS] + [("apgd", s, r) for s, r in APGD_SETTINGS]
+                for optimiser, steps, restarts in settings:
+                    row = run_setting(vlm, samples, attack, optimiser, steps, restarts) | {"level": level,
+                                                                                           "n_correct": len(samples)}
+                    rows.append(row)
+                    print(f"| {registry.display(attack)} | {optimiser.upper()} | {steps} | {restarts} | "
+                          f"{row['asr']:.1f} | {row['passes']:.1f} | {row['seconds']:.0f} |", flush=True)
+    return rows
+
+
+def transfer(n: int) -> dict:
+    from mmaudit.cli.audit import run_audit_command, run_transfer_command
+    from mmaudit.cli.options import TransferOptions
+
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run"
+        t0 = time.perf_counter()
+        run_audit_command(out=run, data=f"synthetic:{n}", eps="16/255", attacks="vis_pgd,end_pgd,mantis,typo_evid",
+                          recovery=0, ocr_limit=0, n_boot=2000)
+        print(f"\n(b) transfer on the zoo, eps 16/255, {n} questions per family (white-box audit "
+              f"{time.perf_counter() - t0:.0f} s)")
+        for target in ("typo_evid", "nat_evid"):
+            t1 = time.perf_counter()
+            opts = TransferOptions(surrogates="leave-one-out", surrogate_target=target, n_boot=2000)
+            out[target] = t = run_transfer_command(run, options=opts)["transfer"]
+            print(f"\nleave-one-out surrogate ensembles, target image {registry.display(target)} "
+                  f"({time.perf_counter() - t1:.0f} s to craft and transfer)")
+            transfer_table(t)
+    return out
+
+
+def transfer_table(t: dict) -> None:
+    def ci(v):
+        return "—" if not v else f"{100 * v[0]:.1f} [{100 * v[1]:.1f}, {100 * v[2]:.1f}]"
+
+    print("| target | best output-loss transfer (source · attack) | surrogate transfer (leave-one-out) | ratio |")
+    print("| --- | --- | --- | --- |")
+    for r in t["targets"]:
+        cells = [c for c in t["matrix"] if c["target"] == r["target"] and not c["from_target"]]
+        loss = max((c for c in cells if c["kind"] == "output-loss"), key=lambda c: c["asr"][0])
+        sur = [c for c in cells if c["kind"] == "surrogate"]
+        best = max(sur, key=lambda c: c["asr"][0]) if sur else None
+        ratio = best["asr"][0] / loss["asr"][0] if best and loss["asr"][0] else float("nan")
+        print(f"| {r['target']} | {ci(loss['asr'])} ({loss['source']} · {registry.display(loss['attack'])}) | "
+              f"{ci(best['asr']) if best else '—'} | {ratio:.2f} |")
+    print("\n| target | |C| | text attacks alone | black-box R+, output-loss images | black-box R+, surrogate "
+          "images | black-box R+, both | white-box R+ |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in t["targets"]:
+        print(f"| {r['target']} | {r['n_correct']} | {ci(r['text_direct'])} | {ci(r['r_plus_output_loss'])} | "
+              f"{ci(r['r_plus_surrogate'])} | {ci(r['r_plus_black_box'])} | {ci(r['r_plus_white_box'])} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--levels", default="L1", help="zoo levels for (a), comma-separated")
+    ap.add_argument("--n", type=int, default=32, help="questions per task family")
+    ap.add_argument("--skip-white-box", action="store_true")
+    ap.add_argument("--skip-transfer", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", type=Path, help="also write every figure here")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    out = {}
+    if not args.skip_white_box:
+        out["white_box"] = white_box(args.levels.split(","), args.n)
+    if not args.skip_transfer:
+        out["transfer"] = transfer(args.n)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
