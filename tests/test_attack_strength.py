@@ -181,6 +181,7 @@ def test_strength_presets_are_named_in_the_run_record_and_keyed(tmp_path):
     assert run["attack_strength"] == {"preset": "strong", "optimiser": "apgd", "steps": 3, "restarts": 3}
     params = {r["attack"]: r["params"] for r in records(out / "results.jsonl", "attack")}
     assert all((p["optimiser"], p["restarts"], p["steps"]) == ("apgd", 3, 3) for p in params.values())
+    assert all(r["restart"] in (0, 1, 2) for r in records(out / "results.jsonl", "attack"))  # whose image was kept
     summary = json.loads((out / "summary.json").read_text())
     assert summary["strength"]["preset"] == "strong"
     assert any("strength strong (APGD, 3 steps, 3 restarts)" in s for s in summary["headline"]["sentences"])

@@ -125,6 +125,9 @@ def pixel_attack_unit(vlm: VLM, attack, chunk: list[Sample], keys: list[str], ju
         for s, key, ans, ok, st, ps, li, p in zip(chunk, keys, res.answers, verified, res.steps, res.passes,
                                                   res.linf, paths)
     ]
+    if getattr(attack, "restarts", 1) > 1:  # which run's image was kept (single-run records stay as they were)
+        for rec, r in zip(records, res.restart):
+            rec["restart"] = r
     return UnitResult(records, files)
 
 
