@@ -72,7 +72,9 @@ class LogProgress:
             return
         t["said"], t["said_at"] = now, completed
         elapsed = now - t["t0"]
-        rate = f", {completed / elapsed:.2f}/s" if elapsed >= 1 and completed else ""  # not for work found done
+        rate = ""
+        if elapsed >= 1 and completed:  # (not for work found done); slow stages as tqdm shows them: time per unit
+            rate = f", {completed / elapsed:.2f}/s" if completed >= elapsed else f", {elapsed / completed:.1f} s each"
         extra = "".join(f", {v} {k}" for k, v in (counts or {}).items())
         print(f"[{time.strftime('%H:%M:%S')}] {t['name']}: {completed}/{t['total']}{rate}{extra}, "
               f"{elapsed:.0f} s elapsed", flush=True)

@@ -66,14 +66,14 @@ def audit_summary(run: Path, n_boot: int | None = None) -> tuple[dict, RunStore,
 
 def strength_of(run_params: dict, attack_params: dict) -> dict | None:
     """How hard the pixel attacks tried: the preset the run record names, else what the attack parameters say (a
-    run from before presets existed)."""
-    if run_params.get("attack_strength"):
-        return run_params["attack_strength"]
+    run from before presets existed); None when no pixel attack ran."""
     from mmaudit.pathways import registry
 
     pixel = [p for a, p in attack_params.items() if registry.is_pixel(a) and not registry.spec(a).transfer_only]
     if not pixel:
         return None
+    if run_params.get("attack_strength"):
+        return run_params["attack_strength"]
     p = pixel[0]
     return {"preset": None, "optimiser": p.get("optimiser", "pgd"), "steps": p["steps"],
             "restarts": p.get("restarts", 1)}
