@@ -42,7 +42,10 @@ class AuditConfig:
     def __post_init__(self) -> None:
         if self.reference not in REFERENCES:
             raise ValueError(f"reference must be one of {REFERENCES}, got {self.reference!r}")
-        checks = (("--optimiser", self.optimiser, ("pgd", "apgd")), ("--end-pgd-loss", self.end_loss, ("ce", "margin")))
+        from mmaudit.pathways.pixel.base import OPTIMISERS
+        from mmaudit.pathways.pixel.end_pgd import LOSSES
+
+        checks = (("--optimiser", self.optimiser, OPTIMISERS), ("--end-pgd-loss", self.end_loss, LOSSES))
         for option, value, allowed in checks:
             if value not in allowed:
                 raise UsageError(f"{option} {value!r}: use one of {', '.join(allowed)}")

@@ -67,6 +67,8 @@ PROBED: dict[tuple[str, str], dict] = {}  # (endpoint, model) -> its capabilitie
 def probe_endpoint(chat, vision: bool = False) -> dict | None:
     """An endpoint chat model's capabilities, probed before any work (printed in one line); its structured form is
     set from them. With ``vision`` the endpoint is also shown the image canary. None for the embedded model."""
+    from mmaudit.data.images import png_data_url
+    from mmaudit.models.chat import image_message
     from mmaudit.models.chat.endpoint import OpenAIChat
     from mmaudit.models.chat.probe import canary, probe
 
@@ -79,19 +81,13 @@ def probe_endpoint(chat, vision: bool = False) -> dict | None:
             raise UsageError(f"{chat.model} at {chat.base_url}: the endpoint does not answer ({caps.reasons['chat']})")
         found = {"capabilities": caps.as_dict(), "line": caps.line()}
         if vision:
-            seen = canary(lambda ims, ps: chat.chat_many([image_request(im, p) for im, p in zip(ims, ps)]))
+            seen = canary(lambda ims, ps: chat.chat_many([image_message(png_data_url(im), p)
+                                                          for im, p in zip(ims, ps)]))
             found |= {"canary": vars(seen), "canary_line": seen.line()}
         PROBED[key] = found
         console.print(escape(found["line"] + (f"; {found['canary_line']}" if vision else "")), soft_wrap=True)
     chat.structured = PROBED[key]["capabilities"]["structured"]
     return PROBED[key]
-
-
-def image_request(image, prompt: str) -> list[dict]:
-    from mmaudit.data.images import png_data_url
-
-    return [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": png_data_url(image)}},
-                                         {"type": "text", "text": prompt}]}]
 
 
 def stack_models(out: Path, spec: str | None, judge_spec: str | None, concurrency: int, cost: dict,

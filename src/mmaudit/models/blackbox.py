@@ -23,7 +23,7 @@ import torch
 
 from mmaudit.data.images import png_data_url
 from mmaudit.errors import UsageError
-from mmaudit.models.chat.base import FailedReply
+from mmaudit.models.chat.base import FailedReply, image_message
 from mmaudit.store import key_of
 
 LEVEL = "API"  # a deployed model's fusion level is unknown: its own group in the level tables
@@ -99,9 +99,7 @@ class EndpointVLM:
 
     def request(self, image: np.ndarray, prompt: str) -> list[dict]:
         """One user message: the image (lossless PNG) first, then the text prompt the white-box models get."""
-        image_url = {"url": png_data_url(image)} | ({"detail": self.image_detail} if self.image_detail else {})
-        return [{"role": "user", "content": [{"type": "image_url", "image_url": image_url},
-                                             {"type": "text", "text": prompt}]}]
+        return image_message(png_data_url(image), prompt, self.image_detail)
 
     def check(self) -> dict:
         """Probe the endpoint (what it takes) and show it the image canary, once before the work: the run record's

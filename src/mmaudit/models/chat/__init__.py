@@ -11,10 +11,11 @@ from mmaudit.models.chat.base import (
     FailedReply,
     Message,
     ScriptedChat,
+    image_message,
     image_parts,
     parse_json,
     text_content,
 )
 
-__all__ = ["BudgetExceeded", "ChatModel", "FailedReply", "Message", "ScriptedChat", "image_parts", "parse_json",
-           "text_content"]
+__all__ = ["BudgetExceeded", "ChatModel", "FailedReply", "Message", "ScriptedChat", "image_message", "image_parts",
+           "parse_json", "text_content"]

@@ -39,6 +39,13 @@ def text_content(content) -> str:
     return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict) and p.get("type") == "text")
 
 
+def image_message(url: str, prompt: str, detail: str | None = None) -> list[Message]:
+    """One user message: an image (a data URL) first, then the text, as a VLM endpoint is asked."""
+    image_url = {"url": url} | ({"detail": detail} if detail else {})
+    return [{"role": "user", "content": [{"type": "image_url", "image_url": image_url},
+                                         {"type": "text", "text": prompt}]}]
+
+
 def image_parts(content) -> list[str]:
     """The image URLs (data URLs) in a message's content."""
     if isinstance(content, str):

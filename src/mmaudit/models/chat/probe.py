@@ -146,8 +146,9 @@ def probe_messages(image: bool = False) -> list[dict]:
     """The probes' one user message: the JSON question, or an image (a canary of a fixed number) to take."""
     if not image:
         return [{"role": "user", "content": PROBE_PROMPT}]
-    return [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": canary_image(1234)[1]}},
-                                         {"type": "text", "text": "Reply OK."}]}]
+    from mmaudit.models.chat.base import image_message
+
+    return image_message(canary_image(1234)[1], "Reply OK.")
 
 
 def _follows(text: str) -> bool:
