@@ -174,7 +174,8 @@ class TransferOptions(PlacementOptions, EndpointOptions):
                                     "of image encoders ('zoo:L2', any white-box --model spec: its vision tower, or "
                                     "a CLIP / SigLIP vision model such as openai/clip-vit-base-patch16), or "
                                     "leave-one-out (each of the run's models gets the ensemble of the others' "
-                                    "towers). Local crops matched in embedding to the question's Typo-Evid image.")
+                                    "towers). Local crops matched in embedding to the question's "
+                                    "--surrogate-target image.")
     surrogate_eps: str = option("16/255", "The surrogate images' L-infinity radius.")
     surrogate_steps: int = option(300, "Surrogate steps (signed steps of 1/255).")
     crop_scale: str = option("0.5,0.9", "Area fraction of the random local crop each surrogate step embeds.")

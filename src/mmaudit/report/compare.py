@@ -17,6 +17,7 @@ import numpy as np
 from mmaudit.errors import UsageError
 from mmaudit.jsonout import write_json
 from mmaudit.pathways import registry
+from mmaudit.report.headline import strength_settings
 from mmaudit.report.html import Page, esc, runs_html, table
 from mmaudit.report.markdown import md_table, md_text
 from mmaudit.report.risk import model_flags
@@ -149,8 +150,7 @@ def _only(d: dict) -> list[str]:
 def _strength(st: dict | None) -> str:
     if not st:
         return ""
-    return (f" · pixel attacks: {st.get('preset') or 'custom'} ({st['optimiser'].upper()}, {st['steps']} steps"
-            + (f", {st['restarts']} restarts" if st["restarts"] > 1 else "") + ")")
+    return f" · pixel attacks: {st.get('preset') or 'custom'} ({strength_settings(st)})"
 
 
 def _markdown(result: dict, names: list[str]) -> str:

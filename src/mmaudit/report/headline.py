@@ -71,9 +71,8 @@ def headline(summary: dict) -> dict:
     st = summary.get("strength")
     if st:
         name = f"strength {st['preset']} " if st.get("preset") else ""
-        sentences.append(f"Pixel attacks at {name}({st['optimiser'].upper()}, {st['steps']} steps"
-                         + (f", {st['restarts']} restarts" if st["restarts"] > 1 else "") + "): R+ is a lower bound "
-                         "that a stronger attack can only raise.")
+        sentences.append(f"Pixel attacks at {name}({strength_settings(st)}): R+ is a lower bound that a stronger "
+                         "attack can only raise.")
     warnings = (summary.get("validity") or {}).get("warnings", [])
     if warnings:
         sentences.append(f"{len(warnings)} model-dataset pair{'s' if len(warnings) > 1 else ''} fall below the "
@@ -86,3 +85,9 @@ def headline(summary: dict) -> dict:
         sentences.append(f"Not applicable: {note}; their R0 and R+ cover the attacks they took (the pixel pathway "
                          "of a black-box target is measured by transfer: `mmaudit audit transfer`).")
     return {"levels": rows, "sentences": sentences}
+
+
+def strength_settings(st: dict) -> str:
+    """How hard the pixel attacks tried, in words: "APGD, 100 steps, 3 restarts"."""
+    return f"{st['optimiser'].upper()}, {st['steps']} steps" + (f", {st['restarts']} restarts" if st["restarts"] > 1
+                                                                 else "")
