@@ -5,14 +5,16 @@
     under APGD at 10, 20, 40 and 100 steps, one restart and three (the strong preset), with the mean model passes
     per sample of C each spent (gradient steps, early-stop checks and the final check; early stopping on, as the
     audit runs). Every setting is a separate run with the audit's own attack classes and per-sample seeds.
-(b) Transfer on the zoo (every level), eps 16/255: the audit's own pixel attacks (End-PGD, MANTIS, Vis-PGD) are
+(b) Transfer on the zoo (every level): today's transfer (a default audit at eps 8/255, its images shown to the
+    other levels) as the baseline; then at eps 16/255 the audit's own pixel attacks (End-PGD, MANTIS, Vis-PGD) are
     run white-box on each level, their images shown to the other two ("output-loss" transfer, what `audit
     transfer` measured before), then each level is attacked by the leave-one-out surrogate ensemble of the other
-    two levels' vision towers (local crops matched to the question's Typo-Evid image, 300 signed steps of 1/255),
-    through `mmaudit audit transfer --surrogates leave-one-out`, once with the Typo-Evid image as each question's
-    target and once with the Nat-Evid image. Printed per target: the best output-loss transfer cell against the
-    surrogate cell (and their ratio), and the black-box R+ with output-loss images, with surrogate images, with
-    both, with 95% CIs.
+    two levels' vision towers (300 signed steps of 1/255), through `mmaudit audit transfer --surrogates
+    leave-one-out`, once per surrogate setting asked for (default: the tool's default, token features pushed away
+    from the clean image's, and M-Attack's recipe, local crops matched to the Typo-Evid image's pooled
+    embedding). Printed per target: today's best off-diagonal cell and the best output-loss cell against the
+    surrogate cell (and their ratios to today's and to the 16/255 output-loss cell), and the black-box R+ today,
+    with output-loss images, with surrogate images, with both, with 95% CIs, all on the same questions.
 
 Run: .venv/bin/python benchmarks/attack_strength.py [--levels L1] [--n 32] [--skip-transfer] [--json FILE]
 """
@@ -82,47 +84,77 @@ def white_box(levels: list[str], n: int) -> list[dict]:
     return rows
 
 
-def transfer(n: int) -> dict:
+# The surrogate settings part (b) compares: the tool's default, and M-Attack's recipe as the issue gave it.
+SURROGATE_SETTINGS = {
+    "default": {},
+    "m-attack": {"surrogate_loss": "match", "surrogate_features": "pooled", "crop_scale": "0.5,0.9"},
+    "m-attack-nat": {"surrogate_loss": "match", "surrogate_features": "pooled", "crop_scale": "0.5,0.9",
+                     "surrogate_target": "nat_evid"},
+    "pooled": {"surrogate_features": "pooled"},
+    "contrast": {"surrogate_loss": "contrast"},
+}
+
+
+def transfer(n: int, settings: list[str]) -> dict:
     from mmaudit.cli.audit import run_audit_command, run_transfer_command
     from mmaudit.cli.options import TransferOptions
 
     out = {}
+    attacks = "vis_pgd,end_pgd,mantis,typo_evid"
     with tempfile.TemporaryDirectory() as tmp:
-        run = Path(tmp) / "run"
         t0 = time.perf_counter()
-        run_audit_command(out=run, data=f"synthetic:{n}", eps="16/255", attacks="vis_pgd,end_pgd,mantis,typo_evid",
-                          recovery=0, ocr_limit=0, n_boot=2000)
-        print(f"\n(b) transfer on the zoo, eps 16/255, {n} questions per family (white-box audit "
+        today = Path(tmp) / "today"  # what `audit transfer` gave before: the default audit's images, eps 8/255
+        run_audit_command(out=today, data=f"synthetic:{n}", attacks=attacks, recovery=0, ocr_limit=0, n_boot=2000)
+        out["today"] = base = run_transfer_command(today, options=TransferOptions(n_boot=2000))["transfer"]
+        run = Path(tmp) / "run"
+        run_audit_command(out=run, data=f"synthetic:{n}", eps="16/255", attacks=attacks, recovery=0, ocr_limit=0,
+                          n_boot=2000)
+        print(f"\n(b) transfer on the zoo, {n} questions per family (two white-box audits and today's transfer "
               f"{time.perf_counter() - t0:.0f} s)")
-        for target in ("typo_evid", "nat_evid"):
+        for name in settings:
             t1 = time.perf_counter()
-            opts = TransferOptions(surrogates="leave-one-out", surrogate_target=target, n_boot=2000)
-            out[target] = t = run_transfer_command(run, options=opts)["transfer"]
-            print(f"\nleave-one-out surrogate ensembles, target image {registry.display(target)} "
-                  f"({time.perf_counter() - t1:.0f} s to craft and transfer)")
-            transfer_table(t)
+            opts = TransferOptions(surrogates="leave-one-out", n_boot=2000, **SURROGATE_SETTINGS[name])
+            out[name] = t = run_transfer_command(run, options=opts)["transfer"]
+            print(f"\nleave-one-out surrogate ensembles at eps 16/255, setting {name}: loss {opts.surrogate_loss}, "
+                  f"features {opts.surrogate_features}, crops {opts.crop_scale}, target image "
+                  f"{registry.display(opts.surrogate_target)} ({time.perf_counter() - t1:.0f} s to craft and "
+                  f"transfer)")
+            transfer_table(t, base)
     return out
 
 
-def transfer_table(t: dict) -> None:
-    def ci(v):
-        return "—" if not v else f"{100 * v[0]:.1f} [{100 * v[1]:.1f}, {100 * v[2]:.1f}]"
+def ci(v) -> str:
+    return "—" if not v else f"{100 * v[0]:.1f} [{100 * v[1]:.1f}, {100 * v[2]:.1f}]"
 
-    print("| target | best output-loss transfer (source · attack) | surrogate transfer (leave-one-out) | ratio |")
-    print("| --- | --- | --- | --- |")
+
+def best_off_diagonal(t: dict, target: str) -> dict:
+    cells = [c for c in t["matrix"] if c["target"] == target and not c["from_target"] and c["kind"] == "output-loss"]
+    return max(cells, key=lambda c: c["asr"][0])
+
+
+def transfer_table(t: dict, today: dict) -> None:
+    print("| target | today's best transfer, eps 8/255 (source · attack) | best output-loss transfer, eps 16/255 | "
+          "surrogate transfer, eps 16/255 (leave-one-out) | ratio to today | ratio to output-loss 16/255 |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for r in t["targets"]:
-        cells = [c for c in t["matrix"] if c["target"] == r["target"] and not c["from_target"]]
-        loss = max((c for c in cells if c["kind"] == "output-loss"), key=lambda c: c["asr"][0])
-        sur = [c for c in cells if c["kind"] == "surrogate"]
+        base, loss = best_off_diagonal(today, r["target"]), best_off_diagonal(t, r["target"])
+        sur = [c for c in t["matrix"]
+               if c["target"] == r["target"] and not c["from_target"] and c["kind"] == "surrogate"]
         best = max(sur, key=lambda c: c["asr"][0]) if sur else None
-        ratio = best["asr"][0] / loss["asr"][0] if best and loss["asr"][0] else float("nan")
-        print(f"| {r['target']} | {ci(loss['asr'])} ({loss['source']} · {registry.display(loss['attack'])}) | "
-              f"{ci(best['asr']) if best else '—'} | {ratio:.2f} |")
-    print("\n| target | |C| | text attacks alone | black-box R+, output-loss images | black-box R+, surrogate "
-          "images | black-box R+, both | white-box R+ |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+
+        def ratio(c, best=best):
+            return f"{best['asr'][0] / c['asr'][0]:.2f}" if best and c["asr"][0] else "—"
+
+        print(f"| {r['target']} | {ci(base['asr'])} ({base['source']} · {registry.display(base['attack'])}) | "
+              f"{ci(loss['asr'])} ({loss['source']} · {registry.display(loss['attack'])}) | "
+              f"{ci(best['asr']) if best else '—'} | {ratio(base)} | {ratio(loss)} |")
+    print("\n| target | |C| | text attacks alone | black-box R+ today (eps 8/255) | black-box R+, output-loss "
+          "images | black-box R+, surrogate images | black-box R+, both | white-box R+ |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    before = {r["target"]: r for r in today["targets"]}
     for r in t["targets"]:
-        print(f"| {r['target']} | {r['n_correct']} | {ci(r['text_direct'])} | {ci(r['r_plus_output_loss'])} | "
+        print(f"| {r['target']} | {r['n_correct']} | {ci(r['text_direct'])} | "
+              f"{ci(before[r['target']]['r_plus_black_box'])} | {ci(r['r_plus_output_loss'])} | "
               f"{ci(r['r_plus_surrogate'])} | {ci(r['r_plus_black_box'])} | {ci(r['r_plus_white_box'])} |")
 
 
@@ -132,6 +164,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=32, help="questions per task family")
     ap.add_argument("--skip-white-box", action="store_true")
     ap.add_argument("--skip-transfer", action="store_true")
+    ap.add_argument("--surrogate-settings", default="default,m-attack",
+                    help=f"comma-separated, of {','.join(SURROGATE_SETTINGS)}")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", type=Path, help="also write every figure here")
     args = ap.parse_args()
@@ -140,7 +174,7 @@ def main() -> None:
     if not args.skip_white_box:
         out["white_box"] = white_box(args.levels.split(","), args.n)
     if not args.skip_transfer:
-        out["transfer"] = transfer(args.n)
+        out["transfer"] = transfer(args.n, args.surrogate_settings.split(","))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=str))
 

@@ -154,7 +154,7 @@ def test_surrogate_crafting_moves_the_embedding_toward_the_target_and_asks_no_mo
 
     _, samples = chosen
     ens = Ensemble((tiny_clip(0), tiny_clip(1)))
-    atk = SurrogateEnsemble(ensemble=ens, steps=20, crop_scale=(1.0, 1.0))
+    atk = SurrogateEnsemble(ensemble=ens, steps=20, loss="match", features="pooled")
     res = atk.craft(samples)
     assert all(a == "" for a in res.answers) and not any(res.flipped)  # nothing was asked
     assert max(res.linf) <= math.floor(16 / 255 * 255 + 1e-6) / 255 + 1e-9 and max(res.linf) > 0
@@ -165,6 +165,90 @@ def test_surrogate_crafting_moves_the_embedding_toward_the_target_and_asks_no_mo
             a = F.normalize(enc.embed([to_image_tensor(x) for x in res.adv_uint8]), dim=-1)
             assert ((a * t).sum(-1) > (c * t).sum(-1)).float().mean() >= 0.8  # closer to its target than clean
     assert atk.params()["ensemble"] == {"surrogates": ens.fingerprints}
+
+
+class PixelTokens:
+    """A toy surrogate: each pixel is a token whose features are its three channels; pooled, their mean."""
+
+    name, fingerprint, device = "pixel tokens", "toy", torch.device("cpu")
+
+    def features(self, images):
+        return torch.stack([im.flatten(1).T for im in images])
+
+    def embed(self, images):
+        return self.features(images).mean(1)
+
+
+def test_surrogate_losses_by_hand_on_a_toy_encoder():
+    """2x2 images. Clean: red everywhere; target (the rendered image): green everywhere; the image scored: red on
+    the top row, green on the bottom. Token cosines: to clean 2 / (2 * 2) = 1/2, to target 1/2. Pooled (mean
+    colour): clean (1, 0, 0), target (0, 1, 0), image (1/2, 1/2, 0): both cosines 1/sqrt(2)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from mmaudit.models.encoders import Ensemble
+    from mmaudit.pathways.pixel.surrogate import SurrogateEnsemble
+
+    def image(top, bottom):
+        im = np.zeros((2, 2, 3), np.uint8)
+        im[0, :, top], im[1, :, bottom] = 255, 255
+        return im
+
+    class Paint:  # the "rendered-text attack": paints the image green
+        name = "paint"
+
+        def __call__(self, sample):
+            return SimpleNamespace(image=image(1, 1))
+
+        def params(self):
+            return {"name": "paint"}
+
+    sample = SimpleNamespace(id="q", image=image(0, 0))
+    scored = [torch.from_numpy(image(0, 1)).permute(2, 0, 1).float() / 255]
+    expected = {("away", "tokens"): -0.5, ("match", "tokens"): 0.5, ("contrast", "tokens"): 0.0,
+                ("away", "pooled"): -(0.5 ** 0.5), ("match", "pooled"): 0.5 ** 0.5, ("contrast", "pooled"): 0.0}
+    for (loss, features), want in expected.items():
+        atk = SurrogateEnsemble(ensemble=Ensemble((PixelTokens(), PixelTokens())), loss=loss, features=features,
+                                target=Paint())
+        x = [torch.from_numpy(sample.image).permute(2, 0, 1).float() / 255]
+        got, _ = atk.objective(None, scored, [sample], atk.prepare(None, x, [sample]))
+        assert got.item() == pytest.approx(want, abs=1e-6), (loss, features)
+    assert "target" not in SurrogateEnsemble(loss="away").params()  # the away loss reads no target image
+    assert SurrogateEnsemble(loss="match").params()["target"]["name"] == "typo_evid"
+
+
+def test_token_features_see_crops_at_the_images_own_size():
+    from mmaudit.pathways.pixel.surrogate import SurrogateEnsemble
+
+    g, image = torch.Generator().manual_seed(0), torch.rand(3, 40, 56)
+    tokens = SurrogateEnsemble(features="tokens", crop_scale=(0.5, 0.9))
+    pooled = SurrogateEnsemble(features="pooled", crop_scale=(0.5, 0.9))
+    assert all(tokens.view(image, g).shape == image.shape for _ in range(20))
+    assert any(pooled.view(image, g).shape != image.shape for _ in range(20))  # M-Attack's crops, as drawn
+    assert SurrogateEnsemble().view(image, g) is image  # whole images by default
+
+
+def test_surrogate_crafting_pushes_token_features_away_from_the_clean_image(chosen):
+    pytest.importorskip("transformers")
+    import torch.nn.functional as F
+
+    from mmaudit.models.encoders import Ensemble
+    from mmaudit.models.vlm import to_image_tensor
+    from mmaudit.pathways.pixel.surrogate import SurrogateEnsemble
+
+    _, samples = chosen
+    ens = Ensemble((tiny_clip(0), tiny_clip(1)))
+    few = SurrogateEnsemble(ensemble=ens, steps=2).craft(samples)
+    more = SurrogateEnsemble(ensemble=ens, steps=20).craft(samples)
+    with torch.no_grad():
+        for enc in ens.members:
+            c = enc.features([to_image_tensor(s.image) for s in samples]).flatten(1)
+
+            def sim(res, enc=enc, c=c):
+                return F.cosine_similarity(enc.features([to_image_tensor(x) for x in res.adv_uint8]).flatten(1), c)
+
+            assert (sim(more) < sim(few)).float().mean() >= 0.8 and (sim(more) < 0.999).all()
 
 
 def records(path, kind):
@@ -229,3 +313,9 @@ def test_leave_one_out_surrogates_transfer_and_never_count_for_a_target_they_wer
     cells = [c for c in t["matrix"] if c["kind"] == "surrogate"]
     assert cells and all(c["from_target"] == (c["target_fingerprint"] in ensembles[c["source_fingerprint"]])
                          for c in cells)
+    assert t["surrogate_setting"] == ("away (away from the clean image), token features, whole images, eps 16/255, "
+                                      "3 steps")
+    assert t["surrogate_setting"] in (run / "report.md").read_text()
+    bad = CliRunner().invoke(app, ["audit", "transfer", str(run), "--surrogates", "leave-one-out",
+                                   "--surrogate-loss", "closer"])
+    assert bad.exit_code == 2 and "--surrogate-loss 'closer': one of match, away, contrast" in bad.output

@@ -56,13 +56,16 @@ class Surrogates:
     eps: float = 16 / 255
     steps: int = 300
     alpha: float = 1 / 255
-    crop_scale: tuple[float, float] = (0.5, 0.9)
+    crop_scale: tuple[float, float] = (1.0, 1.0)
     target: str = "typo_evid"  # the rendered-text attack whose image is each question's target
+    loss: str = "away"
+    features: str = "tokens"
 
     def attack(self, ensemble: Ensemble, plan: AuditPlan) -> SurrogateEnsemble:
         edit = registry.spec(self.target).cls.from_config(plan.cfg, plan.judge or Judge())
         return SurrogateEnsemble(eps=self.eps, steps=self.steps, alpha=self.alpha, seed=plan.cfg.seed,
-                                 crop_scale=self.crop_scale, ensemble=ensemble, target=edit)
+                                 crop_scale=self.crop_scale, ensemble=ensemble, target=edit, loss=self.loss,
+                                 features=self.features)
 
 
 def craft(plan: AuditPlan, store: RunStore, out: Path, surrogates: Surrogates, targets: list[str],

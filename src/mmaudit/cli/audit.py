@@ -243,6 +243,7 @@ def surrogates_of(opts: TransferOptions, loaded: dict, run_specs: list[str], pla
     from mmaudit.models.encoders import Ensemble, load_encoder, tower
     from mmaudit.models.load import expand
     from mmaudit.pathways import registry
+    from mmaudit.pathways.pixel.surrogate import FEATURES, LOSSES
 
     def encoder(spec: str):
         return tower(loaded[spec]) if spec in loaded else load_encoder(spec, placement)
@@ -258,10 +259,13 @@ def surrogates_of(opts: TransferOptions, loaded: dict, run_specs: list[str], pla
     scale = tuple(parse_list(opts.crop_scale, float))
     if len(scale) != 2 or not 0 < scale[0] <= scale[1] <= 1:
         raise UsageError(f"--crop-scale {opts.crop_scale!r}: two area fractions LOW,HIGH with 0 < LOW <= HIGH <= 1")
-    if opts.surrogate_target not in registry.names("text"):
-        raise UsageError(f"--surrogate-target {opts.surrogate_target!r}: one of {', '.join(registry.names('text'))}")
+    for flag, value, allowed in (("--surrogate-target", opts.surrogate_target, registry.names("text")),
+                                 ("--surrogate-loss", opts.surrogate_loss, LOSSES),
+                                 ("--surrogate-features", opts.surrogate_features, FEATURES)):
+        if value not in allowed:
+            raise UsageError(f"{flag} {value!r}: one of {', '.join(allowed)}")
     return Surrogates(ensembles, eps=parse_eps(opts.surrogate_eps), steps=opts.surrogate_steps, crop_scale=scale,
-                      target=opts.surrogate_target)
+                      target=opts.surrogate_target, loss=opts.surrogate_loss, features=opts.surrogate_features)
 
 
 def sweep(options: SweepOptions) -> None:

@@ -174,13 +174,19 @@ class TransferOptions(PlacementOptions, EndpointOptions):
                                     "of image encoders ('zoo:L2', any white-box --model spec: its vision tower, or "
                                     "a CLIP / SigLIP vision model such as openai/clip-vit-base-patch16), or "
                                     "leave-one-out (each of the run's models gets the ensemble of the others' "
-                                    "towers). Local crops matched in embedding to the question's "
-                                    "--surrogate-target image.")
+                                    "towers). See --surrogate-loss; M-Attack's recipe is --surrogate-loss "
+                                    "match --surrogate-features pooled --crop-scale 0.5,0.9.")
     surrogate_eps: str = option("16/255", "The surrogate images' L-infinity radius.")
     surrogate_steps: int = option(300, "Surrogate steps (signed steps of 1/255).")
-    crop_scale: str = option("0.5,0.9", "Area fraction of the random local crop each surrogate step embeds.")
+    crop_scale: str = option("1,1", "Area fraction of the random local crop each surrogate step embeds (1,1: the "
+                             "whole image; M-Attack's 0.5,0.9).")
     surrogate_target: str = option("typo_evid", "Whose image each question's surrogate perturbation is matched to: "
                                    "typo_evid (the wrong answer overlaid) or nat_evid (drawn as host content).")
+    surrogate_loss: str = option("away", "What each surrogate step raises: match (cosine to the target image's "
+                                 "embedding, M-Attack's), away (minus the cosine to the clean image's), contrast "
+                                 "(the two together).")
+    surrogate_features: str = option("tokens", "What the surrogates compare: pooled (one embedding per image, "
+                                     "M-Attack's) or tokens (the encoder's token features, position by position).")
     wait: bool = AuditOptions.model_fields["wait"]
 
 

@@ -3,8 +3,9 @@
 Any tower the tool can load serves: a white-box model's own vision tower (the zoo's levels, any Hugging Face VLM
 spec: its encoder features, mean-pooled), or a stand-alone CLIP or SigLIP vision model (a hub id or folder such
 as ``openai/clip-vit-base-patch16``; CLIP's projected ``image_embeds``, SigLIP's pooled output), its input
-resized and normalised as its processor does. An :class:`Ensemble` is what the attack holds: its members'
-fingerprints key the crafted images.
+resized and normalised as its processor does. ``features`` gives the tokens before pooling (a tower's encoder
+output, a CLIP / SigLIP model's last hidden state): what a token-level objective compares.
+An :class:`Ensemble` is what the attack holds: its members' fingerprints key the crafted images.
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ class TowerEncoder:
         self.vlm, self.size = vlm, size
         self.name, self.fingerprint, self.device = f"{vlm.name} tower", vlm.fingerprint, torch.device(vlm.device)
 
-    def embed(self, images: Sequence[torch.Tensor]) -> torch.Tensor:
+    def features(self, images: Sequence[torch.Tensor]) -> torch.Tensor:
+        """(N, T, D) token features, padded at the end to the batch's longest image."""
         ims = [resize(im, self.size) for im in images] if self.size else list(images)
-        feats = self.vlm.vision_features(torch.stack(ims) if self.size else ims)
-        return feats.float().mean(1)
+        return self.vlm.vision_features(torch.stack(ims) if self.size else ims).float()
+
+    def embed(self, images: Sequence[torch.Tensor]) -> torch.Tensor:
+        return self.features(images).mean(1)
 
 
 class StandaloneEncoder:
@@ -53,9 +57,16 @@ class StandaloneEncoder:
         h.update(name.encode())
         self.fingerprint = h.hexdigest()[:16]
 
-    def embed(self, images: Sequence[torch.Tensor]) -> torch.Tensor:
+    def _forward(self, images: Sequence[torch.Tensor]):
         x = torch.stack([resize(im.to(self.device), self.size) for im in images])
-        out = self.model(pixel_values=((x - self.mean) / self.std).to(self.model.dtype))
+        return self.model(pixel_values=((x - self.mean) / self.std).to(self.model.dtype))
+
+    def features(self, images: Sequence[torch.Tensor]) -> torch.Tensor:
+        """(N, T, D): the last layer's token states (class token and patches)."""
+        return self._forward(images).last_hidden_state.float()
+
+    def embed(self, images: Sequence[torch.Tensor]) -> torch.Tensor:
+        out = self._forward(images)
         emb = getattr(out, "image_embeds", None)
         return (emb if emb is not None else out.pooler_output).float()
 

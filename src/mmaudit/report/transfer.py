@@ -82,7 +82,23 @@ def transfer_summary(store: RunStore, attack_params: dict[str, dict] | None, n_b
         if any((tgt, a) in ran for a in m.flipped if not registry.is_text(a)):  # audited white-box in this run
             row["r_plus_white_box"] = list(_ci(m, list(m.flipped), n_boot, seed))
         targets.append(row)
-    return {"matrix": matrix, "targets": targets, "examples": _examples(store, recs, examples)}
+    made = (attack_params or {}).get("surrogate")
+    return {"matrix": matrix, "targets": targets, "examples": _examples(store, recs, examples),
+            "surrogate_setting": surrogate_setting(made[0] if isinstance(made, list) else made)}
+
+
+def surrogate_setting(params: dict | None) -> str | None:
+    """How the surrogate images were made, in words (None when none were)."""
+    if not params:
+        return None
+    loss = params.get("loss", "match")  # crafted before the loss was a choice: M-Attack's
+    target = f"the {registry.display(params['target']['name'])} image" if "target" in params else ""
+    aim = {"match": f"toward {target}", "away": "away from the clean image",
+           "contrast": f"toward {target}, away from the clean image"}[loss]
+    crops, features = params["crop_scale"], params.get("features", "pooled")
+    return ", ".join([f"{loss} ({aim})", {"tokens": "token features", "pooled": "pooled embeddings"}[features],
+                      "whole images" if min(crops) == 1 else f"local crops of {crops[0]:g}-{crops[1]:g} of the area",
+                      f"eps {params['eps'] * 255:.0f}/255", f"{params['steps']} steps"])
 
 
 def _ci(m: ModelFlags, attacks: list[str], n_boot: int, seed: int) -> tuple[float, float, float]:
@@ -128,7 +144,8 @@ def transfer_tables(summary: dict) -> list[Table]:
     risk = ("Black-box residual risk per target: R+ over its direct rendered-text attacks and every pixel attack "
             "transferred from the other models (% of C, 95% CI)" + ("; apart: with the output-loss images of "
                                                                      "the others' white-box attacks, with the "
-                                                                     "surrogate images" if surrogate else ""),
+                                                                     f"surrogate images ({t['surrogate_setting']})"
+                                                                     if surrogate else ""),
             ["target", "level", "|C|", "clean requests failed", "text attacks alone", "black-box R+",
              *(["… output-loss images", "… surrogate images"] if surrogate else []), "sources × attacks",
              "white-box R+"],
