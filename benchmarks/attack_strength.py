@@ -92,6 +92,7 @@ SURROGATE_SETTINGS = {
                      "surrogate_target": "nat_evid"},
     "pooled": {"surrogate_features": "pooled"},
     "contrast": {"surrogate_loss": "contrast"},
+    "crops": {"crop_scale": "0.5,0.9"},
 }
 
 
