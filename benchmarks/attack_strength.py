@@ -16,7 +16,8 @@
     surrogate cell (and their ratios to today's and to the 16/255 output-loss cell), and the black-box R+ today,
     with output-loss images, with surrogate images, with both, with 95% CIs, all on the same questions.
 
-Run: .venv/bin/python benchmarks/attack_strength.py [--levels L1] [--n 32] [--skip-transfer] [--json FILE]
+Run: .venv/bin/python benchmarks/attack_strength.py [--levels L1] [--n 32] [--skip-transfer]
+     [--surrogate-settings default,m-attack] [--json FILE]
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def white_box(levels: list[str], n: int) -> list[dict]:
     return rows
 
 
-# The surrogate settings part (b) compares: the tool's default, and M-Attack's recipe as the issue gave it.
+# The surrogate settings part (b) can compare: the tool's default, M-Attack's recipe as the issue gave it (either
+# target image), and the default with one choice changed (pooled embeddings, contrast loss, M-Attack's crops).
 SURROGATE_SETTINGS = {
     "default": {},
     "m-attack": {"surrogate_loss": "match", "surrogate_features": "pooled", "crop_scale": "0.5,0.9"},
