@@ -58,8 +58,8 @@ def cluster(tmp_path):
                 subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True)
         pytest.fail(f"ray start {' '.join(args)} failed twice:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
 
-    start("--head", "--port", str(port), "--num-cpus", "2", "--include-dashboard", "false")
-    try:
+    try:  # a head that half-started is stopped too
+        start("--head", "--port", str(port), "--num-cpus", "2", "--include-dashboard", "false")
         start("--address", f"127.0.0.1:{port}", "--num-cpus", "1", "--resources", '{"doomed_node": 1}')
         yield f"127.0.0.1:{port}"
     finally:
