@@ -24,8 +24,10 @@ $(STAMP): $(DEMO)
 demo: $(DEMO)
 	$(BIN)/mmaudit demo
 
+# The suite runs in a random order (pytest-randomly); the seed is printed first, and `make test SEED=N` repeats it.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; echo "test order: --randomly-seed=$$seed (repeat: make test SEED=$$seed)"; \
+	$(BIN)/python -m pytest -q -p randomly --randomly-seed=$$seed
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -11,11 +11,20 @@ from mmaudit.models.zoo.adapter import load_zoo
 
 
 @pytest.fixture(scope="module")
-def ray():
+def ray(tmp_path_factory):
+    """A local Ray (Ray makes its token for it in ~/.ray: here in a home folder of the test's own, so that no test
+    leaves one behind that a later cluster would need)."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
+    home = os.environ.get("HOME")
+    os.environ["HOME"] = str(tmp_path_factory.mktemp("home"))
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        yield ray
+    finally:
+        ray.shutdown()
+        os.environ.pop("RAY_AUTH_MODE", None)  # ray.init turned it on for this process
+        if home is not None:
+            os.environ["HOME"] = home
 
 
 def records(store):

@@ -102,3 +102,20 @@ def test_store_survives_torn_line_and_never_duplicates(tmp_path):
     good = [json.loads(x) for x in path.read_text().splitlines() if x.endswith("}")]
     assert [r["v"] for r in good] == [1, 2, 3]  # the torn line did not swallow the new record
     assert len(RunStore(path)) == 3
+
+
+def test_two_invocations_within_one_second_are_two_run_records(tmp_path, monkeypatch):
+    """An audit and its transfer in one process within a second: both parameter sets are kept, oldest first (with
+    ids to the second, the second invocation's record shared the first's key and was dropped)."""
+    import time
+
+    from mmaudit.manifest import Invocation, invocations
+
+    store = RunStore(tmp_path / "results.jsonl")
+    clock = iter([1_700_000_000.25, 1_700_000_000.75])
+    monkeypatch.setattr(time, "time", lambda: next(clock))
+    Invocation(store, "audit", {"a": 1})
+    Invocation(store, "audit transfer", {"b": 2})
+    runs = invocations(store)
+    assert [r["command"] for r in runs] == ["audit", "audit transfer"]
+    assert [r["started"] for r in runs] == ["2023-11-14T22:13:20.250000Z", "2023-11-14T22:13:20.750000Z"]

@@ -4,6 +4,7 @@ adversarial images, and the black-box R+ checked on a hand-built store."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,12 +26,21 @@ def invoke(*args):
 
 
 @pytest.fixture(scope="module")
-def zoo_run(tmp_path_factory):
+def zoo_audit(tmp_path_factory):
     out = tmp_path_factory.mktemp("zoo")
     invoke("audit", "--model", "zoo:L1", "--model", "zoo:L2", "--data", "synthetic:2", "--attacks",
            "end_pgd,mantis,typo_evid,nat_evid", "--steps", "5", "--n-boot", "200", "--recovery", "0", "--ocr-limit",
            "0", "--wrong-ocr", "off", "--out", str(out))
     return out
+
+
+@pytest.fixture
+def zoo_run(zoo_audit, tmp_path):
+    """A test's own copy of the audited run: what one test's transfer adds (an endpoint target) never reaches
+    another's, in any order."""
+    import shutil
+
+    return Path(shutil.copytree(zoo_audit, tmp_path / "run"))
 
 
 def test_the_matrix_of_a_two_model_run_has_the_white_box_asr_on_its_diagonal(zoo_run):

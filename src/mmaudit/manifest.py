@@ -36,9 +36,13 @@ class Invocation:
 
     def __init__(self, store: RunStore, command: str, params: dict) -> None:
         self.store, self.t0 = store, time.monotonic()
-        self.id = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}-{os.getpid()}"
+        # to the microsecond: two commands of one process within a second (an audit, then its transfer) are two
+        # invocations, never one key (which kept the first and dropped the second's parameters)
+        now = time.time()
+        started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+        self.id = f"{started}-{os.getpid()}"
         store.put({"kind": "run", "key": key_of(kind="run", id=self.id), "id": self.id, "command": command,
-                   "params": params, "versions": versions(), "started": self.id.rsplit("-", 1)[0]})
+                   "params": params, "versions": versions(), "started": started})
 
     def finish(self, **extra) -> None:
         self.store.put({"kind": "run_end", "key": key_of(kind="run_end", id=self.id), "id": self.id,

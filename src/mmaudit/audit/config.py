@@ -38,6 +38,8 @@ class AuditConfig:
     optimiser: str = "pgd"  # the pixel attacks' step rule: pgd (signed steps of alpha) or apgd (Croce & Hein)
     restarts: int = 1  # runs per sample of each pixel attack, the worst case kept (later ones from random starts)
     end_loss: str = "ce"  # End-PGD's objective: ce (the paper's) or margin (wrong answer's vs the clean answer's)
+    # an attack's own fields set by name ({"end_pgd": {"loss": "margin", "steps": 100}}), after the settings above
+    attack_options: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.reference not in REFERENCES:
@@ -51,6 +53,9 @@ class AuditConfig:
                 raise UsageError(f"{option} {value!r}: use one of {', '.join(allowed)}")
         if self.restarts < 1:
             raise UsageError(f"--restarts {self.restarts}: at least 1")
+        from mmaudit.pathways.attack_options import checked
+
+        self.attack_options = {name: checked(name, opts) for name, opts in self.attack_options.items()}
         for name in self.attacks:
             if not registry.known(name):
                 raise UsageError(f"--attacks: unknown attack {name!r}; registered: {', '.join(registry.names())}")
@@ -71,11 +76,15 @@ SCHEDULES = ("full", "union")
 
 def make_attack(name: str, cfg: AuditConfig, judge: Judge | None = None):
     """The registered attack ``name`` with the config's settings."""
+    from mmaudit.pathways.attack_options import apply
+
     spec = registry.spec(name)
     judge = judge or Judge()
     if spec.pathway == "pixel":
-        return spec.cls.from_config(cfg, judge, MAX_NEW_TOKENS)
-    return spec.cls.from_config(cfg, judge)
+        atk = spec.cls.from_config(cfg, judge, MAX_NEW_TOKENS)
+    else:
+        atk = spec.cls.from_config(cfg, judge)
+    return apply(atk, cfg.attack_options.get(name, {}))
 
 
 def attack_params(name: str, cfg: AuditConfig) -> dict:

@@ -93,7 +93,8 @@ def drive(executor: Executor, plan: AuditPlan, out: Path, errors: list[InputErro
     record_errors(store, errors or [])
     run = unit_runner(executor, store, out, progress)
     try:
-        for k, meta in enumerate(executor.metas()):
+        for k in range(executor.count):
+            meta = executor.meta(k)
             fp, name = start_model(run, store, plan, k, meta)
             for attack in plan.attacks:
                 if meta.get("black_box") and registry.is_pixel(attack):
@@ -105,6 +106,7 @@ def drive(executor: Executor, plan: AuditPlan, out: Path, errors: list[InputErro
                 paths = dict(pairs)  # adversarial images are read only for units still to run
                 run(k, list(paths), f"{name} layer recovery", lambda u, paths=paths: (
                     [load_rgb(out / p, p)[0] for p in paths[u]],))
+            executor.release(k)  # its slots go to the models still queued
     finally:
         executor.close()
     if "nat_evid" in plan.cfg.attacks and plan.cfg.ocr_limit:

@@ -41,9 +41,19 @@ from mmaudit.pathways import registry
 
 
 class Executor(Protocol):
+    count: int  # how many models
+
+    def meta(self, model: int) -> dict:
+        """A model's name, level, fingerprint and where and how it runs (device, dtype, GPU, the adapter's
+        settings), as the model record keeps them; its worker is started here if it was not."""
+        ...
+
     def metas(self) -> list[dict]:
-        """Per model: name, level, fingerprint and where and how it runs (device, dtype, GPU, the adapter's
-        settings), as the model record keeps them."""
+        """Every model's :meth:`meta` (their workers all started: for stages that need every model at once)."""
+        ...
+
+    def release(self, model: int) -> None:
+        """The model's units are done: its worker may go (a Ray slot frees up for the next model)."""
         ...
 
     def run(self, model: int, units: Iterable[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
@@ -139,9 +149,16 @@ class LocalExecutor:
     def __init__(self, models, plan: AuditPlan, judge: Judge | None = None) -> None:
         edits = EditCache()
         self.workers = [Worker(m, plan.samples, plan.cfg, judge, edits) for m in models]
+        self.count = len(self.workers)
+
+    def meta(self, model: int) -> dict:
+        return self.workers[model].meta()
 
     def metas(self) -> list[dict]:
         return [w.meta() for w in self.workers]
+
+    def release(self, model: int) -> None:
+        return None  # the caller's models stay loaded: they are the caller's
 
     def run(self, model: int, units: Iterable[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
         for unit, extra in units:  # lazily: a unit's images are read when it is about to run
@@ -154,9 +171,12 @@ class LocalExecutor:
 class _RayWorker:
     """A Worker inside a Ray actor: it loads its model itself."""
 
-    def __init__(self, spec: str, samples: list[Sample], cfg: AuditConfig, threads: int, placement=None) -> None:
+    def __init__(self, spec: str, samples: list[Sample], cfg: AuditConfig, threads: int, placement=None,
+                 modules: tuple[str, ...] = ()) -> None:
+        from mmaudit import plugins
         from mmaudit.models.load import load_model
 
+        plugins.use(*modules)  # the driver's --plugin modules (installed plugins are found by their entry points)
         torch.set_num_threads(threads)  # the driver's count: float sums then match a local run bit for bit
         self.worker = Worker(load_model(spec, placement), samples, cfg)  # the GPU Ray gave this actor is "cuda"
 
@@ -173,42 +193,68 @@ class _RayWorker:
 class RayExecutor:
     """Units spread over Ray actors: ``workers`` actors per model, each holding its model, spread over the nodes.
 
-    On a cluster with GPUs every actor takes one GPU (``num_gpus=1``); on CPUs it takes ``cpus_per_worker``. The
-    executor schedules units itself, so a node (or a worker process) that dies costs only its units: a unit whose
-    actor died goes back to the queue, the actor is replaced (Ray places the new one on any node with room), and the
-    unit runs again, its records written once. An actor no node has room for (``place_timeout``), one that does not
-    start (``start_timeout``: its model loading), or a unit that fails ``retries`` times ends the run with a clear
-    error instead of a hang: every finished unit is in the store, and a rerun resumes.
+    On a cluster with GPUs every actor takes one GPU (``num_gpus=1``); on CPUs it takes ``cpus_per_worker``. Models
+    are queued: a model's actors are created when the driver reaches it (the next model's are asked for at the same
+    time, so they load while this one runs wherever there is room, and wait in Ray's queue where there is none) and
+    killed once its units are done (:meth:`release`), so a cluster with room for one actor finishes any number of
+    models. The executor schedules units itself, so a node (or a worker process) that dies costs only its units: a
+    unit whose actor died goes back to the queue, the actor is replaced (Ray places the new one on any node with
+    room), and the unit runs again, its records written once. An actor no node has room for (``place_timeout``),
+    one that does not start (``start_timeout``: its model loading), a unit that fails ``retries`` times, or a head
+    that stops answering (``head_timeout``) ends the run with a clear error instead of a hang: every finished unit
+    is in the store, and a rerun resumes.
     """
 
     def __init__(self, specs: list[str], plan: AuditPlan, workers: int = 1, address: str | None = None,
                  cpus_per_worker: float = 1.0, retries: int = 3,
                  on_unit: Callable[[RayExecutor], None] | None = None, threads: int | None = None,
-                 placement=None, start_timeout: float = 900.0, place_timeout: float = 60.0) -> None:
-        ray = connect(address or os.environ.get("RAY_ADDRESS"))
+                 placement=None, start_timeout: float = 900.0, place_timeout: float = 60.0,
+                 head_timeout: float = 20.0) -> None:
+        address = address or os.environ.get("RAY_ADDRESS")
+        ray = connect(address)
+        # joining a cluster by address: say so when it is open (a local Ray started here listens on this machine)
+        self.warning = OPEN_CLUSTER.format(address=address) if address and not head_authenticates(ray) else None
         gpus = ray.cluster_resources().get("GPU", 0)
-        self.ray, self.on_unit, self.retries = ray, on_unit, retries
+        self.ray, self.on_unit, self.retries, self.workers = ray, on_unit, retries, workers
         self.start_timeout, self.place_timeout = start_timeout, place_timeout
+        self.head = HeadWatch(gcs_address(ray), head_timeout)
         self.opts = ({"num_gpus": 1} if gpus else {"num_cpus": cpus_per_worker}) | {"scheduling_strategy": "SPREAD"}
         self._samples = ray.put(plan.samples)  # held for as long as the actors live: a replacement is built from it
         self.threads = threads or torch.get_num_threads()
         self.specs, self.cfg, self.placement = specs, plan.cfg, placement
+        self.count = len(specs)
         self.cls = ray.remote(max_restarts=0, max_task_retries=0)(_RayWorker)
-        self.actors = [[self._new(spec) for _ in range(workers)] for spec in specs]
+        self.actors: list[list] = [[] for _ in specs]  # a model's actors, from when it is reached to its release
         self.replaced = 0
 
     def _new(self, spec: str):
-        return self.cls.options(**self.opts).remote(spec, self._samples, self.cfg, self.threads, self.placement)
+        from mmaudit import plugins
+
+        return self.cls.options(**self.opts).remote(spec, self._samples, self.cfg, self.threads, self.placement,
+                                                    tuple(plugins.used()))
+
+    def _ask(self, model: int) -> None:
+        """Ask Ray for a model's actors (once): they are placed when a node has room, and queue until then."""
+        if 0 <= model < self.count and not self.actors[model]:
+            self.actors[model] = [self._new(self.specs[model]) for _ in range(self.workers)]
+
+    def _wait(self, refs: list, timeout: float) -> list:
+        """``ray.wait`` for one of ``refs`` in short slices, so that a head that stopped answering ends the run."""
+        ready, _ = self.ray.wait(refs, num_returns=1, timeout=min(timeout, 2.0))
+        self.head.check()
+        return ready
 
     def _started(self, model: int, k: int):
         """The k-th actor of a model once it answers (replaced while it dies on the way). An actor no node has room
         for (still waiting to be placed after ``place_timeout`` seconds), or one that does not answer within
         ``start_timeout`` (its model still loading), ends the run with a clear error."""
+        self._ask(model)
+        self._ask(model + 1)  # the next model loads meanwhile where there is room
         for _ in range(self.retries + 1):
             actor, t0 = self.actors[model][k], time.monotonic()
             probe = actor.pid.remote()
             while True:
-                ready, _ = self.ray.wait([probe], timeout=5)
+                ready = self._wait([probe], 5)
                 waited = time.monotonic() - t0
                 if ready or waited > self.start_timeout or (waited > self.place_timeout and unplaced(actor)):
                     break
@@ -227,14 +273,24 @@ class RayExecutor:
             self.replaced += 1
         raise RayStalled(f"Ray: the workers for {self.specs[model]} keep dying on start; see the Ray logs")
 
+    def meta(self, model: int) -> dict:
+        return self.ray.get(self._started(model, 0).meta.remote())
+
     def metas(self) -> list[dict]:
-        return [self.ray.get(self._started(m, 0).meta.remote()) for m in range(len(self.specs))]
+        return [self.meta(m) for m in range(self.count)]
+
+    def release(self, model: int) -> None:
+        """Kill the model's actors: their slots (and their model's memory) go to the next model."""
+        for a in self.actors[model]:
+            self.ray.kill(a)
+        self.actors[model] = []
 
     def run(self, model: int, units: Iterable[tuple[Unit, tuple]]) -> Iterator[UnitResult]:
         """Results in any order as they finish; a unit whose actor died runs again on a replacement."""
         from collections import deque
 
         queue = deque(units)
+        self._ask(model)
         idle = deque(range(len(self.actors[model])))
         running: dict = {}  # object ref -> (unit, extra, actor index)
         failures: dict[int, int] = {}
@@ -243,7 +299,9 @@ class RayExecutor:
                 k = idle.popleft()
                 unit, extra = queue.popleft()
                 running[self._started(model, k).call.remote(unit, extra)] = (unit, extra, k)
-            ready, _ = self.ray.wait(list(running), num_returns=1)
+            ready = self._wait(list(running), 2.0)
+            if not ready:
+                continue
             unit, extra, k = running.pop(ready[0])
             try:
                 result = self.ray.get(ready[0])
@@ -253,6 +311,7 @@ class RayExecutor:
                     raise RayStalled(f"Ray: unit {unit.method} {unit.attack or ''} of {self.specs[model]} failed "
                                      f"{failures[id(unit)]} times (last: {type(e).__name__}); finished units are in "
                                      "the store: rerun to resume") from None
+                self.head.check()  # a unit lost with the head is not retried on a cluster that is gone
                 self.actors[model][k] = self._new(self.specs[model])
                 self.replaced += 1
                 queue.appendleft((unit, extra))
@@ -264,11 +323,62 @@ class RayExecutor:
                 self.on_unit(self)
 
     def close(self) -> None:
-        """End the actors (their models' memory goes with them)."""
-        for group in self.actors:
-            for a in group:
-                self.ray.kill(a)
-        self.actors = []
+        """End the actors (their models' memory goes with them); with the head gone there is nothing to end, and
+        the driver leaves the cluster without waiting on it."""
+        if self.head.lost:
+            self.head.stop()
+            return
+        for model in range(self.count):
+            self.release(model)
+        self.head.stop()
+
+
+def gcs_address(ray) -> str | None:
+    """host:port of the cluster's head (None through Ray Client, whose server watches the head itself)."""
+    try:
+        return ray.get_runtime_context().gcs_address
+    except Exception:  # noqa: BLE001 - not every connection mode exposes it
+        return None
+
+
+class HeadWatch:
+    """Whether the cluster's head (its GCS) still answers: a thread tries a TCP connection to it every second.
+
+    Ray's own driver, with the head gone, waits a minute and then ends the whole process with its own message; the
+    executor checks between waits and ends the run first, with mmaudit's error, once the head has not answered for
+    ``timeout`` seconds."""
+
+    def __init__(self, address: str | None, timeout: float) -> None:
+        import threading
+
+        self.timeout, self.lost = timeout, False
+        self.last = time.monotonic()
+        self._stop = threading.Event()
+        host, _, port = (address or "").rpartition(":")
+        self.address = (host, int(port)) if host and port.isdigit() else None
+        if self.address:
+            threading.Thread(target=self._watch, name="mmaudit-ray-head", daemon=True).start()
+
+    def _watch(self) -> None:
+        import socket
+
+        while not self._stop.wait(1.0):
+            try:
+                socket.create_connection(self.address, timeout=1.0).close()
+                self.last = time.monotonic()
+            except OSError:
+                pass
+
+    def check(self) -> None:
+        silent = time.monotonic() - self.last
+        if self.address and silent > self.timeout:
+            self.lost = True
+            raise RayStalled(f"Ray: the cluster's head at {self.address[0]}:{self.address[1]} has not answered for "
+                             f"{silent:.0f} s (it stopped or its node is gone). Finished units are in the store: "
+                             "rerun to resume (on a new cluster, or with --executor local)")
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 def unplaced(actor) -> bool:
@@ -287,15 +397,13 @@ class RayStalled(MMAuditError):
 
 
 def connect(address: str | None):
-    """Join the cluster at ``address`` (or start a local Ray) and return the ``ray`` module. A cluster of this Ray
-    version uses token authentication by default: with ``RAY_AUTH_MODE`` unset and the token `ray start` wrote
-    (``~/.ray/auth_token``, or ``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH``), the driver authenticates with it. Ray
-    reads the mode when it is first imported, hence the import here."""
-    from pathlib import Path
+    """Join the cluster at ``address`` (or start a local Ray) and return the ``ray`` module.
 
-    token = os.environ.get("RAY_AUTH_TOKEN") or Path(os.environ.get("RAY_AUTH_TOKEN_PATH", "~/.ray/auth_token")
-                                                     ).expanduser().is_file()
-    if address and "RAY_AUTH_MODE" not in os.environ and token and "ray" not in sys.modules:
+    Ray 2.60 authenticates a cluster only when its head was started with a token at hand (``~/.ray/auth_token``
+    from ``ray get-auth-token --generate``, or ``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH``); a driver that joins
+    by address sends the token only with ``RAY_AUTH_MODE=token``. So with the mode unset and a token at hand the
+    driver turns it on (Ray reads the mode when it is first imported, hence the import here)."""
+    if address and "RAY_AUTH_MODE" not in os.environ and token_at_hand() and "ray" not in sys.modules:
         os.environ["RAY_AUTH_MODE"] = "token"
     import ray
 
@@ -303,11 +411,37 @@ def connect(address: str | None):
         return ray
     try:
         ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
-    except ConnectionError as e:
+    except (ConnectionError, ray.exceptions.AuthenticationError) as e:
         raise UsageError(f"--ray-address {address}: cannot join the Ray cluster ({' '.join(str(e).split())[:200]}); "
-                         "start it with `ray start --head`, and check its address and RAY_AUTH_MODE / RAY_AUTH_TOKEN "
-                         "(this Ray uses token authentication by default)") from None
+                         "start it with `ray start --head`, and check its address and the token (~/.ray/auth_token "
+                         "or RAY_AUTH_TOKEN, with RAY_AUTH_MODE=token on every node)") from None
     return ray
+
+
+def token_at_hand() -> bool:
+    """Whether this machine holds a Ray token where Ray looks for one."""
+    from pathlib import Path
+
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token"
+    return bool(os.environ.get("RAY_AUTH_TOKEN")) or Path(path).expanduser().is_file()
+
+
+OPEN_CLUSTER = ("Ray: the cluster at {address} does not authenticate (its head was started without a token): anyone "
+                "who can reach its ports can run code on every node and read what the audit sends; see docs/audit.md, "
+                "'A Ray cluster across machines'")
+
+
+def head_authenticates(ray) -> bool:
+    """Whether the cluster's head enforces token authentication (asked of a process on the head node, which
+    inherits the mode the head was started with)."""
+
+    @ray.remote(num_cpus=0, resources={"node:__internal_head__": 0.001})
+    def mode() -> bool:
+        from ray._raylet import AuthenticationMode, get_authentication_mode
+
+        return get_authentication_mode() == AuthenticationMode.TOKEN
+
+    return bool(ray.get(mode.remote(), timeout=120))
 
 
 def free_memory() -> None:

@@ -84,6 +84,8 @@ def run_audit_command(options: AuditOptions | None = None, **fields) -> dict:
     from mmaudit.lock import RunLock
     from mmaudit.store import RunStore
 
+    if opts.end_pgd_loss != "ce":
+        console.print("[yellow]--end-pgd-loss is deprecated: use --attack end_pgd:loss=margin[/yellow]")
     placement, cfg, plan, loaded, specs = configure(opts)
     if opts.executor == "ray":
         refuse_endpoints(specs, "endpoint targets need no GPU: run them with --executor local")
@@ -102,6 +104,8 @@ def run_audit_command(options: AuditOptions | None = None, **fields) -> dict:
         with progress_bar() as bar, budget_stop(black):
             ex = (RayExecutor(specs, plan, workers=opts.ray_workers, address=opts.ray_address, placement=placement)
                   if models is None else LocalExecutor(models, plan))
+            if getattr(ex, "warning", None):
+                console.print(f"[yellow]warning: {escape(ex.warning)}[/yellow]", soft_wrap=True)
             drive(ex, plan, out, loaded.errors, progress_callback(bar))
         run.finish(**usage_of(black))
         summary, paths = print_summary(out)

@@ -32,6 +32,19 @@ class Options(BaseModel):
     model_config = ConfigDict(extra="ignore", validate_assignment=True)
 
 
+class PluginOptions(Options):
+    """Modules that register attacks or model families (:mod:`mmaudit.plugins`), imported as the options are read:
+    the run record keeps them, so `audit transfer` and Ray actors import them too."""
+
+    plugin: list[str] = option([], "A module to import first that registers attacks or model families (repeat for "
+                               "more); installed plugins are found by their entry points without it.", "--plugin")
+
+    def model_post_init(self, context: Any) -> None:
+        from mmaudit import plugins
+
+        plugins.use(*self.plugin)
+
+
 class PlacementOptions(Options):
     """Where a model runs: the same options for `audit`, `audit transfer` and `audit sweep` (and through them,
     every Ray actor)."""
@@ -86,7 +99,7 @@ PROMPT_SUFFIX_HELP = ("The instruction every question is asked with, on a line a
                       "JSONL row's 'instruction'); '' asks the bare question. Part of every record's key.")
 
 
-class AuditOptions(PlacementOptions, EndpointOptions):
+class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
     """`mmaudit audit`."""
 
     model: list[str] = option(["zoo"], MODEL_HELP)
@@ -104,8 +117,11 @@ class AuditOptions(PlacementOptions, EndpointOptions):
                                    "schedule with momentum; --alpha unused); default: the strength's.")
     restarts: int | None = option(None, "Runs per sample of each pixel attack, the worst case kept (later runs from "
                                   "random starts, only on what earlier ones left); default: the strength's.")
-    end_pgd_loss: str = option("ce", "End-PGD's objective: ce (the cross-entropy of the clean answer, the "
-                               "paper's) or margin (the wrong answer's log-likelihood minus the clean answer's).")
+    attack: list[str] = option([], "An attack's own parameters, NAME:FIELD=VALUE[,FIELD=VALUE] (repeat per attack), "
+                               "e.g. end_pgd:loss=margin,steps=100; any field of the attack's dataclass, checked "
+                               "against it (tuples as 10+20+40). Applied after --eps/--steps/--strength.", "--attack")
+    end_pgd_loss: str = option("ce", "Deprecated: use --attack end_pgd:loss=margin. End-PGD's objective: ce (the "
+                               "paper's) or margin.")
     alpha: float | None = option(None, "PGD step size (default eps/8).")
     seed: int = option(0, "Random-start and bootstrap seed.")
     limit: int | None = option(None, "Audit only the first N samples.")
@@ -149,7 +165,20 @@ class AuditOptions(PlacementOptions, EndpointOptions):
                            early_stop=not self.paper_protocol, downscale=self.downscale,
                            typo_position=self.typo_position, max_chars=self.max_chars, editor=make_editor(self.editor),
                            text=text, recovery=self.recovery, recovery_positions=self.recovery_positions,
-                           ocr_limit=self.ocr_limit, schedule=self.schedule, reference=self.reference)
+                           ocr_limit=self.ocr_limit, schedule=self.schedule, reference=self.reference,
+                           attack_options=self.attack_options())
+
+    def attack_options(self) -> dict[str, dict[str, str]]:
+        """``--attack`` specs by attack; each names an attack of this audit."""
+        from mmaudit.pathways.attack_options import parse_spec
+
+        out: dict[str, dict[str, str]] = {}
+        for spec in self.attack:
+            name, opts = parse_spec(spec)
+            if name not in parse_list(self.attacks):
+                raise UsageError(f"--attack {spec}: {name} is not among --attacks ({self.attacks})")
+            out.setdefault(name, {}).update(opts)
+        return out
 
 
     def resolved_strength(self) -> dict:
@@ -166,7 +195,7 @@ STRENGTHS = {"fast": {"optimiser": "pgd", "steps": 10, "restarts": 1},
              "strong": {"optimiser": "apgd", "steps": 100, "restarts": 3}}
 
 
-class TransferOptions(PlacementOptions, EndpointOptions):
+class TransferOptions(PluginOptions, PlacementOptions, EndpointOptions):
     """`mmaudit audit transfer`: the run's plan comes from its audit's run record; these say where targets run."""
 
     n_boot: int | None = option(None, "Bootstrap replicates (default: the audit's).")
@@ -190,7 +219,7 @@ class TransferOptions(PlacementOptions, EndpointOptions):
     wait: bool = AuditOptions.model_fields["wait"]
 
 
-class SweepOptions(PlacementOptions):
+class SweepOptions(PluginOptions, PlacementOptions):
     """`mmaudit audit sweep`."""
 
     model: list[str] = option(["zoo"], "Models, as for `mmaudit audit`.")

@@ -180,13 +180,9 @@ def _json_like(value):
     return value
 
 
-_loaded = False
-
-
 def _load_builtin() -> None:
-    """Import the built-in attacks (they register themselves) the first time the registry is read."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        import mmaudit.pathways.pixel  # noqa: F401
-        import mmaudit.pathways.text  # noqa: F401
+    """Import the attack modules the ``mmaudit.attacks`` entry points name (mmaudit's own and installed plugins'):
+    they register themselves (:mod:`mmaudit.plugins`)."""
+    from mmaudit import plugins
+
+    plugins.load("attacks")

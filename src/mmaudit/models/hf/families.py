@@ -4,14 +4,12 @@
 (``config.model_type``): its fusion level (FusionAudit's taxonomy; a checkpoint loaded without ``@L1/@L2/@L3`` is
 audited at this level), the PIL image processor its checkpoints ship (no torchvision needed) and the builder of a
 tiny random-weight test model. :func:`load_hf`, the registry of the paper's models, the parity benchmark and the
-protocol tests all read it, so a new family is one new file in this package (found on first use), or any module
-that registers before loading.
+protocol tests all read it, so a new family is one new file: in this package (listed under the ``mmaudit.families``
+entry points of mmaudit's pyproject) or in any distribution that lists it there (:mod:`mmaudit.plugins`).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from importlib import import_module
 
@@ -94,14 +92,9 @@ def _resolve(spec: str):
     return getattr(import_module(module), name)
 
 
-_loaded = False
-
-
 def _load_builtin() -> None:
-    """Import every module of this package once: the adapter files register their families."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        package = importlib.import_module("mmaudit.models.hf")
-        for info in pkgutil.iter_modules(package.__path__):
-            import_module(f"mmaudit.models.hf.{info.name}")
+    """Import the adapter modules the ``mmaudit.families`` entry points name (mmaudit's own and installed
+    plugins'): they register their families (:mod:`mmaudit.plugins`)."""
+    from mmaudit import plugins
+
+    plugins.load("families")

@@ -57,7 +57,7 @@ def random_crop(image: torch.Tensor, scale: tuple[float, float], g: torch.Genera
 
 
 @attack("surrogate", display="Surrogate ensemble", pathway="pixel", role="baseline", transfer_only=True,
-        uses_wrong=lambda params: params.get("loss") != "away")
+        table_position=5, uses_wrong=lambda params: params.get("loss") != "away")
 @dataclass
 class SurrogateEnsemble(PixelAttack):
     eps: float = 16 / 255
