@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-SUM    := $(shell cksum pyproject.toml | cut -d' ' -f1)
+SUM    := $(shell cat pyproject.toml tests/plugin_dist/pyproject.toml | cksum | cut -d' ' -f1)
 # The demo needs only the core, OCR and the report's plots (a faster first run); the tests need every extra.
 DEMO   := $(VENV)/.demo-$(SUM)
 STAMP  := $(VENV)/.installed-$(SUM)
@@ -17,8 +17,10 @@ $(DEMO): pyproject.toml
 	touch $(DEMO)
 
 # [server] builds llama.cpp from source (about 10 minutes on 2 cores the first time; pip caches the wheel).
-$(STAMP): $(DEMO)
+# The tests also install tests/plugin_dist, a plugin distribution found only through its entry points.
+$(STAMP): $(DEMO) tests/plugin_dist/pyproject.toml
 	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) -e ".[hf,ocr,embed,ray,chat,report,dev,server]"
+	$(PIP) --no-deps -e tests/plugin_dist
 	touch $(STAMP)
 
 demo: $(DEMO)

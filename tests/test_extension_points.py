@@ -1,6 +1,6 @@
 """One file adds an attack or a model family: a toy pixel attack declared by one decorated class joins a full audit
-(R+, its δ, the gallery as a pixel attack, its passes), and a toy model family from one file loads, audits at the
-level its model type declares, and appears in the registry."""
+(R+, its δ, the gallery as a pixel attack, its passes), and a model family from one file of a plugin distribution
+(tests/plugin_dist) loads, audits at the level its model type declares, and appears in the registry."""
 
 from __future__ import annotations
 
@@ -89,9 +89,9 @@ def test_a_toy_attack_runs_in_a_full_audit_and_joins_r_plus_with_its_delta(tmp_p
         assert "perturbation" in section and "overlay box outlined" not in section
 
 
-def test_a_toy_model_family_from_one_file_loads_audits_and_is_registered(tmp_path):
+def test_a_model_family_from_a_plugin_distribution_loads_audits_and_is_registered(tmp_path):
+    """tests/plugin_dist's PaliGemma adapter, found through its entry point: nothing imports it by hand."""
     pytest.importorskip("transformers")
-    import toy_family  # noqa: F401  (one file: registering is importing it)
     from mmaudit.cli import app
     from mmaudit.models.hf import load_hf
     from mmaudit.models.hf.families import families

@@ -16,3 +16,18 @@ from mmaudit.audit.plan import AuditPlan
 
 __all__ = ["AuditConfig", "AuditPlan", "LocalExecutor", "RayExecutor", "attack_params", "drive", "make_attack",
            "run_audit"]
+
+
+class _CallableModule(__import__("types").ModuleType):
+    """``mmaudit.audit(models, data, ...)`` is the public audit function (:func:`mmaudit.api.audit`), and
+    ``mmaudit.audit`` is also this package: Python binds a package's submodule to the parent's attribute of the
+    same name when it is first imported, which would hide a function of that name; so this package itself is
+    callable and calls the function."""
+
+    def __call__(self, *args, **kwargs):
+        from mmaudit.api import audit
+
+        return audit(*args, **kwargs)
+
+
+__import__("sys").modules[__name__].__class__ = _CallableModule

@@ -109,9 +109,8 @@ def drive(executor: Executor, plan: AuditPlan, out: Path, errors: list[InputErro
             executor.release(k)  # its slots go to the models still queued
     finally:
         executor.close()
-    if "nat_evid" in plan.cfg.attacks and plan.cfg.ocr_limit:
-        ocr_evidence(store, plan.samples, make_attack("nat_evid", plan.cfg), EditCache(), plan.cfg.ocr_limit,
-                     progress)
+    for attack in (a for a in plan.cfg.attacks if registry.spec(a).evidence_check and plan.cfg.ocr_limit):
+        ocr_evidence(store, plan.samples, make_attack(attack, plan.cfg), EditCache(), plan.cfg.ocr_limit, progress)
     return store
 
 

@@ -62,21 +62,34 @@ def wrong_ocr_reader(wrong_ocr: str):
 
 
 def plan_audit(data: str, cfg, limit: int | None = None, select: int | None = None, seed: int = 0,
-               wrong_ocr: str = "auto", prompt_suffix: str | None = None):
-    """Load ``--data`` and fix the audit's plan (wrong answers drawn from everything loaded): (plan, loaded)."""
+               wrong_ocr: str = "auto", prompt_suffix: str | None = None, samples: list | None = None):
+    """Load ``--data`` (or take ``samples`` already made, e.g. from Python) and fix the audit's plan (wrong answers
+    drawn from everything loaded): (plan, loaded)."""
     from mmaudit.audit.plan import AuditPlan
-    from mmaudit.data.sources import load_data
+    from mmaudit.data.sources import Loaded, load_data
 
     ocr = wrong_ocr_reader(wrong_ocr)
-    loaded = load_data(data, limit, select, seed, prompt_suffix)
+    if samples is None:
+        loaded = load_data(data, limit, select, seed, prompt_suffix)
+    else:
+        taken = list(samples)[:limit] if limit is not None else list(samples)
+        loaded = Loaded(taken, list(samples), [])
     return AuditPlan.build(loaded.samples, cfg, pool=loaded.pool, ocr=ocr), loaded
 
 
-def run_audit_command(options: AuditOptions | None = None, **fields) -> dict:
+def run_audit_command(options: AuditOptions | None = None, *, models: list | None = None,
+                      samples: list | None = None, quiet: bool = False, **fields) -> dict:
     """The whole audit: run (resumable), summarise from the store, print every table, write the reports.
-    ``fields``: options by name, for a caller without an :class:`AuditOptions` (the demo)."""
+    ``fields``: options by name, for a caller without an :class:`AuditOptions` (the demo, the Python API);
+    ``models``: model objects the caller holds (in place of ``--model`` specs), ``samples``: samples already made
+    (in place of ``--data``); ``quiet``: no tables printed (the files are written all the same)."""
     opts = options or AuditOptions(**fields)
+    opts.load_plugins()
     params = opts.model_dump(mode="json")
+    if models is not None:
+        params["model"] = [m.name for m in models]  # the run record names what it audited
+    if samples is not None:
+        params["data"] = f"python:{len(samples)} samples"
     if opts.executor not in ("local", "ray"):
         raise UsageError(f"executor must be local or ray, got {opts.executor!r}")
     from mmaudit.audit import LocalExecutor, RayExecutor, drive
@@ -86,12 +99,15 @@ def run_audit_command(options: AuditOptions | None = None, **fields) -> dict:
 
     if opts.end_pgd_loss != "ce":
         console.print("[yellow]--end-pgd-loss is deprecated: use --attack end_pgd:loss=margin[/yellow]")
-    placement, cfg, plan, loaded, specs = configure(opts)
+    placement, cfg, plan, loaded, specs = configure(opts, samples)
+    if models is not None and opts.executor != "local":
+        raise UsageError("models held in this process run on the local executor; give Ray model specs instead")
     if opts.executor == "ray":
         refuse_endpoints(specs, "endpoint targets need no GPU: run them with --executor local")
     out = opts.out
     # models load before anything is written
-    models = load_models(specs, placement, opts.endpoint_settings()) if opts.executor == "local" else None
+    if models is None and opts.executor == "local":
+        models = load_models(specs, placement, opts.endpoint_settings())
     with RunLock(out, "mmaudit audit", opts.wait) as lock:
         if lock.previous:
             console.print(f"[yellow]took over the lock of process {lock.previous.get('pid')}, which is no longer "
@@ -108,20 +124,27 @@ def run_audit_command(options: AuditOptions | None = None, **fields) -> dict:
                 console.print(f"[yellow]warning: {escape(ex.warning)}[/yellow]", soft_wrap=True)
             drive(ex, plan, out, loaded.errors, progress_callback(bar))
         run.finish(**usage_of(black))
-        summary, paths = print_summary(out)
-    console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}  report: "
-                  + "  ".join(str(p) for p in paths))
+        if quiet:
+            from mmaudit.report.build import rebuild
+
+            summary, paths = rebuild(out)
+        else:
+            summary, paths = print_summary(out)
+    if not quiet:
+        console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}  report: "
+                      + "  ".join(str(p) for p in paths))
     return summary
 
 
-def configure(opts: AuditOptions):
+def configure(opts: AuditOptions, samples: list | None = None):
     """An audit's placement, config, plan (wrong answers fixed), loaded data and model specs from its options: the
     command's, or those a run record kept (`audit transfer` rebuilds the run's plan from them)."""
     from mmaudit.models.load import check_spec, expand
 
     placement = opts.placement()
     cfg = opts.audit_config()
-    plan, loaded = plan_audit(opts.data, cfg, opts.limit, opts.select, opts.seed, opts.wrong_ocr, opts.prompt_suffix)
+    plan, loaded = plan_audit(opts.data, cfg, opts.limit, opts.select, opts.seed, opts.wrong_ocr, opts.prompt_suffix,
+                              samples)
     specs = expand(opts.model or ["zoo"])
     for spec in specs:
         check_spec(spec)
@@ -157,9 +180,9 @@ def print_summary(out: Path, n_boot: int | None = None, transfer_only: bool = Fa
     for title, head, rows in ([] if transfer_only else all_tables(summary)) + transfer_tables(summary):
         print_table(title, head, rows)
     if summary.get("schedule") == "union":
-        from mmaudit.report.markdown import UNION_NOTE
+        from mmaudit.report.markdown import union_note
 
-        console.print(UNION_NOTE)
+        console.print(union_note(summary))
     console.rule("Headline")
     for sentence in summary["headline"]["sentences"]:
         console.print(f"- {escape(sentence)}", soft_wrap=True)
@@ -217,7 +240,9 @@ def run_transfer_command(run: Path, to: list[str] | None = None, options: Transf
     if not audits:
         raise UsageError(f"{run}: no audit run record; transfer rebuilds the audit's plan from its parameters")
     where = opts.model_dump(include=set(PlacementOptions.model_fields) - {"batch"})
+    opts.load_plugins()
     audit_opts = AuditOptions.model_validate(audits[-1]["params"] | where)
+    audit_opts.load_plugins()  # the audit's own plugins: its attacks and models are theirs
     if audit_opts.reference != "label":
         raise UsageError(f"{run}: an audit judged against the models' own answers (--reference self) has no shared "
                          "clean-correct set to transfer over; transfer needs --reference label")
@@ -281,6 +306,7 @@ def sweep(options: SweepOptions) -> None:
     from mmaudit.store import RunStore
 
     opts = options
+    opts.load_plugins()
     placement = opts.placement()
     cfg = SweepConfig(seeds=parse_list(opts.seeds, int), steps=parse_list(opts.steps, int),
                       eps=[parse_eps(e) for e in parse_list(opts.eps)], batch=placement.batch(opts.batch),

@@ -11,7 +11,9 @@ An attack is a dataclass whose fields are its parameters; ``@attack(...)`` names
 * its place in the AutoAttack-style union schedule (``union_position``: run only on what earlier attacks left),
 * whether it belongs to the default suite (the paper's five attacks do),
 * whether it is crafted without the target (``transfer_only``: made on surrogates by `mmaudit audit transfer`,
-  never run white-box).
+  never run white-box),
+* whether its edits go through the OCR evidence check (``evidence_check``: does non-generative OCR still read the
+  ground truth on the edited image? Nat-Evid's, which draws its text as host content).
 
 Its store key is derived from its fields (:func:`key_params`), so a subclass that adds a field can never reuse the
 records of another setting. The order of registration is the order of every table.
@@ -42,6 +44,7 @@ class AttackSpec:
     default: bool = False
     table_position: int | None = None
     transfer_only: bool = False
+    evidence_check: bool = False
 
 
 _REGISTRY: dict[str, AttackSpec] = {}
@@ -50,7 +53,7 @@ _REGISTRY: dict[str, AttackSpec] = {}
 def attack(name: str, *, display: str, pathway: Pathway, role: Role, enhances: tuple[str, ...] = (),
            uses_wrong: bool | Callable[[dict], bool] = False, counts_passes: bool | None = None,
            union_position: int | None = None, default: bool = False, table_position: int | None = None,
-           transfer_only: bool = False) -> Callable[[type], type]:
+           transfer_only: bool = False, evidence_check: bool = False) -> Callable[[type], type]:
     """Register the decorated attack class under ``name`` (see the module docstring for the fields;
     ``table_position`` places it in tables, else it follows every placed attack in registration order)."""
     if pathway not in ("pixel", "text"):
@@ -59,6 +62,8 @@ def attack(name: str, *, display: str, pathway: Pathway, role: Role, enhances: t
         raise ValueError(f"attack {name!r}: role must be baseline or enhanced, got {role!r}")
     if (role == "enhanced") != bool(enhances):
         raise ValueError(f"attack {name!r}: an enhanced attack names the baselines it enhances, a baseline none")
+    if evidence_check and pathway != "text":
+        raise ValueError(f"attack {name!r}: only a rendered-text attack's edits go through the OCR evidence check")
 
     def register(cls: type) -> type:
         if not dataclasses.is_dataclass(cls):
@@ -66,7 +71,7 @@ def attack(name: str, *, display: str, pathway: Pathway, role: Role, enhances: t
         cls.name = name
         spec = AttackSpec(name, cls, display, pathway, role, tuple(enhances), uses_wrong,
                           pathway == "pixel" if counts_passes is None else counts_passes, union_position, default,
-                          table_position, transfer_only)
+                          table_position, transfer_only, evidence_check)
         _REGISTRY[name] = spec
         return cls
 

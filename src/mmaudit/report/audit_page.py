@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw
 from mmaudit.pathways import registry
 from mmaudit.report import plots
 from mmaudit.report.html import Page, Raw, esc, figure, link, png_uri, read_rgb, runs_html, table
-from mmaudit.report.markdown import INTRO, UNION_NOTE, validity_rows
+from mmaudit.report.markdown import intro, union_note, validity_rows
 from mmaudit.report.risk import wanted
 from mmaudit.report.tables import all_tables, ci, moved_text, pct
 from mmaudit.report.transfer import cell_name, transfer_tables
@@ -21,9 +21,9 @@ from mmaudit.store import RunStore
 
 
 def _tables(summary: dict) -> str:
-    parts = [f"<p class=\"note\">{esc(INTRO.format(**summary['bootstrap']))}</p>"]
+    parts = [f"<p class=\"note\">{esc(intro(summary))}</p>"]
     if summary.get("schedule") == "union":
-        parts.append(f"<p class=\"warn\">{esc(UNION_NOTE)}</p>")
+        parts.append(f"<p class=\"warn\">{esc(union_note(summary))}</p>")
     for title, head, rows in all_tables(summary):
         parts.append(f"<h3>{esc(title)}</h3>" + table(head, rows, macro=[" macro (" in r[0] for r in rows]))
     rk = summary.get("ranking")
@@ -178,7 +178,7 @@ def _oar_figure(run: Path, summary: dict) -> str:
     if plots.available():
         return f"<p class=\"warn\">{esc(plots.available())}</p>"
     figs = []
-    for attack in ("typo_evid", "nat_evid"):
+    for attack in registry.names("text"):
         for x in summary.get("examples", {}).get(attack, []):
             adv = read_rgb(run, x.get("attacked_image"))
             if adv is not None and x.get("attention_map"):

@@ -11,11 +11,10 @@ from collections import defaultdict
 
 import numpy as np
 
+from mmaudit.pathways import registry
 from mmaudit.report.risk import wanted
 from mmaudit.stats import bootstrap_groups
 from mmaudit.store import RunStore
-
-TEXT = ("typo_evid", "nat_evid")
 
 
 def _mean(col: int):
@@ -46,7 +45,7 @@ def _table(groups: dict[tuple[str, str], np.ndarray], stats: dict[str, object], 
 
 def text_diagnostics(store: RunStore, attack_params: dict | None, n_boot: int, seed: int) -> dict:
     out = {}
-    for attack in TEXT:
+    for attack in registry.names("text"):
         recs = [r for r in store.records("attack") if r["attack"] == attack and wanted(r, attack_params)
                 and not r.get("error")]
         if not recs:
@@ -88,12 +87,21 @@ def recovery_summary(store: RunStore, n_boot: int, seed: int) -> dict:
 
 
 def ocr_summary(store: RunStore) -> dict:
+    """The OCR evidence check over every attack that asked for it, and per attack (``attacks``)."""
     recs = list(store.records("ocr"))
     unavailable = [r["reason"] for r in store.records("ocr_unavailable")]
+    by: dict[str, list[dict]] = defaultdict(list)
+    for r in recs:
+        by[r.get("attack", "nat_evid")].append(r)  # records made before the attack was named are Nat-Evid's
+    return _ocr_counts(recs) | {"unavailable": unavailable,
+                                "attacks": {a: _ocr_counts(by[a]) for a in sorted(by, key=registry.table_rank)}}
+
+
+def _ocr_counts(recs: list[dict]) -> dict:
     readable = [r for r in recs if r["clean_reads"]]
     kept = sum(r["edited_reads"] for r in readable)
     return {"checked": len(recs), "readable_on_clean": len(readable), "still_read": kept,
-            "rate": kept / len(readable) if readable else float("nan"), "unavailable": unavailable}
+            "rate": kept / len(readable) if readable else float("nan")}
 
 
 def examples(store: RunStore, attack_params: dict | None, per_attack: int = 3) -> dict[str, list[dict]]:

@@ -11,17 +11,30 @@ from mmaudit.pathways import registry
 from mmaudit.report.tables import all_tables, moved_text, pct
 from mmaudit.report.transfer import transfer_tables
 
-INTRO = ("Clean: % of all questions answered correctly. Attack columns (ASR), R0 (union of the baselines Vis-PGD, "
-         "End-PGD, Typo-Evid), R+ (union of all attacks), R+ − R0 (the risk the diagnostics expose; its level CI "
-         "is taken on each replicate's difference: the paired bootstrap) and δ (flipped by the enhanced attack and "
-         "by none of its baselines: MANTIS against the pixel baselines, Nat-Evid against Typo-Evid): % of each "
-         "model's clean-correct set C. Level rows: unweighted macro mean with a 95% percentile bootstrap CI "
-         "({replicates} replicates, seed {seed}; risk: questions resampled, models fixed; diagnostics: each model's "
-         "samples resampled).")
+
+def intro(summary: dict) -> str:
+    """What the tables hold, with R0's members and each δ's baselines as the registry declares them."""
+    b = summary.get("bootstrap", {})
+    baselines = ", ".join(registry.display(a) for a in summary.get("baselines", []))
+    deltas = "; ".join(f"{registry.display(e)} against {' and '.join(registry.display(x) for x in bs)}"
+                       for e, bs in summary.get("enhanced", {}).items())
+    return (f"Clean: % of all questions answered correctly. Attack columns (ASR), R0 (union of the baselines "
+            f"{baselines}), R+ (union of all attacks), R+ − R0 (the risk the diagnostics expose; its level CI is "
+            "taken on each replicate's difference: the paired bootstrap)"
+            + (f" and δ (flipped by the enhanced attack and by none of its baselines: {deltas})" if deltas else "")
+            + ": % of each model's clean-correct set C. Level rows: unweighted macro mean with a 95% percentile "
+            f"bootstrap CI ({b.get('replicates')} replicates, seed {b.get('seed')}; risk: questions resampled, models "
+            "fixed; diagnostics: each model's samples resampled).")
 
 
-UNION_NOTE = ("Union schedule (AutoAttack-style): End-PGD ran on all of C, Vis-PGD on what End-PGD left, MANTIS on "
-              "what both left. R0, R+ and δ are exact; the Vis-PGD and MANTIS columns are lower bounds.")
+def union_note(summary: dict) -> str:
+    """The union schedule in the order the registry gives it, over the attacks this run ran."""
+    order = [a for a in registry.union_order() if a in summary.get("attacks", [])]
+    steps = [f"{registry.display(a)} on " + ("all of C" if i == 0 else "what " + (
+        registry.display(order[0]) if i == 1 else "all earlier ones") + " left") for i, a in enumerate(order)]
+    later = " and ".join(registry.display(a) for a in order[1:])
+    return (f"Union schedule (AutoAttack-style): {', '.join(steps)}. R0, R+ and δ are exact"
+            + (f"; the {later} columns are lower bounds." if later else "."))
 
 
 MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#!])")
@@ -59,9 +72,9 @@ def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Pa
     (out / "summary.json").write_text(dumps(summary, indent=2))
     lines = ["# FusionAudit report", "", "## Headline", ""] + [f"- {md_text(s)}" for s in
                                                              summary.get("headline", {}).get("sentences", [])]
-    lines += ["", INTRO.format(**summary["bootstrap"])] + (notes or [])
+    lines += ["", intro(summary)] + (notes or [])
     if summary.get("schedule") == "union":
-        lines += ["", UNION_NOTE]
+        lines += ["", union_note(summary)]
     lines += validity_lines(summary.get("validity"))
     for title, head, rows in all_tables(summary):
         lines += md_table(title, head, rows)
@@ -77,10 +90,11 @@ def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Pa
     ocr = summary.get("ocr", {})
     if ocr.get("unavailable"):
         lines += ["", f"OCR evidence check not run: {ocr['unavailable'][0]}"]
-    elif ocr.get("checked"):
-        lines += ["", f"OCR evidence check (Nat-Evid, charts and documents): OCR reads the reference on "
-                  f"{ocr['readable_on_clean']} of {ocr['checked']} clean images; on the edited image it still "
-                  f"reads it on {ocr['still_read']} ({pct(ocr['rate'])}%)."]
+    else:
+        for attack, o in (ocr.get("attacks") or ({"nat_evid": ocr} if ocr.get("checked") else {})).items():
+            lines += ["", f"OCR evidence check ({registry.display(attack)}, charts and documents): OCR reads the "
+                      f"reference on {o['readable_on_clean']} of {o['checked']} clean images; on the edited image it "
+                      f"still reads it on {o['still_read']} ({pct(o['rate'])}%)."]
     if summary["mean_passes"]:
         lines += ["", "Mean model passes per clean-correct sample: "
                   + ", ".join(f"{registry.display(a)} {v:.1f}" for a, v in summary["mean_passes"].items())]

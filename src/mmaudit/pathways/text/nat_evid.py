@@ -18,7 +18,7 @@ from mmaudit.pathways.text.editors import ImageEditor, LayoutEditor
 
 
 @attack("nat_evid", display="Nat-Evid", pathway="text", role="enhanced", enhances=("typo_evid",), uses_wrong=True,
-        default=True, table_position=4)
+        default=True, table_position=4, evidence_check=True)
 @dataclass
 class NatEvid(TextAttack):
     editor: ImageEditor = field(default_factory=LayoutEditor, metadata={"key": "merge"})

@@ -1,6 +1,6 @@
-"""A model family added from this one file: PaliGemma (SigLIP tower, linear projector, Gemma decoder), registered
-with its model type, level, PIL processor and tiny test model, as a new adapter file in mmaudit.models.hf would be.
-The extension test imports it; nothing else in mmaudit names it."""
+"""A model family from a plugin distribution: PaliGemma (SigLIP tower, linear projector, Gemma decoder), registered
+with its model type, level, PIL processor and tiny test model, as an adapter file in mmaudit.models.hf is; found
+through this distribution's ``mmaudit.families`` entry point. Nothing in mmaudit names it."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def tiny_paligemma(seed: int = 0):
 
 
 @family(ModelType("paligemma", "L1", "transformers.models.siglip.image_processing_pil_siglip:SiglipImageProcessorPil",
-                  "toy_family:tiny_paligemma"))
+                  "mmaudit_testplugin.paligemma:tiny_paligemma"))
 class PaliGemmaAdapter(HFAdapter):
     """The processor's prompt: the image tokens, the start token, the question, a newline (no chat template)."""
 

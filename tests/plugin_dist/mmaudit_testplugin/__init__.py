@@ -1,0 +1,1 @@
+"""mmaudit's test plugin: one file per extension, each found by its entry point."""
