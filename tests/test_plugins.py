@@ -1,7 +1,8 @@
 """Plugins from outside the tree (tests/plugin_dist, pip-installed by the test set-up and found only by its entry
 points): a pixel attack with a parameter of its own, a rendered-text attack that asks for the OCR evidence check,
-and a model family; each from the command line (the parameter set there), from Python, and the attack under
-`--executor ray`; a module given with `--plugin` reaches Ray actors too. Nothing under src/ names any of them."""
+a dataset and a model family; each from the command line (the parameter set there), from Python, and the attack
+under `--executor ray`; a module given with `--plugin` reaches Ray actors too. Nothing under src/ names any of
+them."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from mmaudit.cli import app
 from mmaudit.pathways import registry
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ("tp_first_token", "tp_corner_stamp", "mmaudit_testplugin", "Plugin first token", "Plugin corner stamp",
-         "paligemma", "PaliGemma", "plugin_by_flag", "flag_first_token")
+NAMES = ("tp_first_token", "tp_corner_stamp", "tp_tally", "mmaudit_testplugin", "Plugin first token",
+         "Plugin corner stamp", "paligemma", "PaliGemma", "plugin_by_flag", "flag_first_token")
 
 pytestmark = pytest.mark.skipif(not registry.known("tp_first_token"),
                                 reason="tests/plugin_dist is not installed (make test installs it)")
@@ -121,6 +122,45 @@ def test_plugins_reach_ray_actors_by_entry_point_and_by_flag(tmp_path):
     assert local == ray and {r["attack"] for r in ray.values()} == {"tp_first_token", "flag_first_token"}
     run = records(tmp_path / "ray", "run")[-1]
     assert run["params"]["plugin"] == ["plugin_by_flag"]  # the run record keeps it (audit transfer re-imports it)
+
+
+def tally_folder(root: Path, n: int = 3) -> Path:
+    """A tp_tally dataset folder: synthetic charts asked their own questions, one bad line."""
+    from PIL import Image
+
+    from mmaudit.data.synthetic import make_sample
+
+    root.mkdir(parents=True)
+    lines = []
+    for i in range(n):
+        s = make_sample("charts", i, seed=10_000)
+        Image.fromarray(s.image).save(root / f"c{i}.png")
+        lines.append(f"c{i}.png\t{s.question}\t{s.answer}")
+    (root / "questions.tsv").write_text("\n".join([*lines, "broken line"]) + "\n")
+    return root
+
+
+def test_the_plugins_dataset_reads_asks_judges_and_checks_as_it_declares(tmp_path):
+    data = tally_folder(tmp_path / "tally")
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["audit", "--model", "zoo:L1", "--data", f"tp_tally:{data}", "--attacks",
+                                   "end_pgd,nat_evid", "--steps", "2", "--recovery", "0", "--ocr-limit", "2",
+                                   "--n-boot", "50", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    clean = records(out, "clean")
+    assert len(clean) == 3 and all(r["family"] == "tp_tally" for r in clean)
+    assert all(r["prompt"].endswith("\nAnswer with the number only.") for r in clean)  # its instruction
+    assert len(records(out, "ocr")) == 2  # its images go through the evidence check
+    summary = json.loads((out / "summary.json").read_text())
+    (row,) = [r for r in summary["validity"]["clean"] if r["dataset"] == "tp_tally"]
+    assert row["threshold"] == 0.2  # its floor
+    assert [(e["sample"], e["field"]) for e in summary["errors"]] == [("tp_tally:4", "line")]  # named, not dropped
+    from mmaudit.judge.match import Judge
+
+    assert Judge().rule("tp_tally", "free text") == "exact"  # its judge rule
+    result = mmaudit.audit("zoo:L1", f"tp_tally:{data}", attacks=["typo_evid"], recovery=0, ocr_limit=0, n_boot=50,
+                           out=tmp_path / "py")
+    assert set(result.to_pandas("clean")["family"]) == {"tp_tally"}
 
 
 def test_a_plugin_that_fails_to_import_is_named():

@@ -10,12 +10,12 @@ from typer.testing import CliRunner
 
 from dataset_files import write_chartqa
 from mmaudit.cli import app
-from mmaudit.data.loaders import TASK_INSTRUCTIONS
+from mmaudit.data.datasets import instruction
 from mmaudit.data.synthetic import make_sample
 
 pytest.importorskip("transformers")
 
-INSTRUCTION = TASK_INSTRUCTIONS["chartqa"]
+INSTRUCTION = instruction("chartqa")
 
 
 @pytest.fixture(scope="module")

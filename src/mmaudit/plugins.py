@@ -1,13 +1,14 @@
-"""Plugins: how attacks and model families reach the registries, mmaudit's own and anyone else's, by one mechanism.
+"""Plugins: how attacks, model families and datasets reach the registries, mmaudit's own and anyone else's, by one
+mechanism.
 
-A module that defines an attack (``@registry.attack``) or a model family (``@family``) registers it when it is
-imported. Which modules to import is said by Python entry points, one group per kind of extension
-(:data:`GROUPS`): a distribution lists its modules in its ``pyproject.toml``::
+A module that defines an attack (``@registry.attack``), a model family (``@family``) or a dataset
+(``@dataset``) registers it when it is imported. Which modules to import is said by Python entry points, one group
+per kind of extension (:data:`GROUPS`): a distribution lists its modules in its ``pyproject.toml``::
 
     [project.entry-points."mmaudit.attacks"]
     first_token = "my_package.first_token"
 
-and mmaudit's own attacks and families are listed the same way in mmaudit's ``pyproject.toml``, so no import list
+and mmaudit's own attacks, families and datasets are listed the same way in mmaudit's ``pyproject.toml``, so no import list
 in the code names them. A module that is not installed as a distribution (a notebook's, a script's) is imported
 with ``--plugin MODULE`` on the command line or :func:`use` in Python; the modules used are recorded in the run
 record (so `audit transfer` imports them again) and handed to every Ray actor, which imports them before it
@@ -21,7 +22,7 @@ from importlib.metadata import entry_points
 
 from mmaudit.errors import UsageError
 
-GROUPS = {"attacks": "mmaudit.attacks", "families": "mmaudit.families"}
+GROUPS = {"attacks": "mmaudit.attacks", "families": "mmaudit.families", "datasets": "mmaudit.datasets"}
 
 _loaded: set[str] = set()
 _used: list[str] = []

@@ -12,22 +12,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mmaudit.data import datasets
 from mmaudit.data.sample import Sample, sample_fingerprint
 from mmaudit.pathways.text.base import Edit
 from mmaudit.pathways.text.ocr import ocr_available, read_lines, reads
 from mmaudit.store import RunStore, key_of
 
-OCR_FAMILIES = ("charts", "documents", "chartqa", "docvqa")
-
 
 def ocr_evidence(store: RunStore, samples: list[Sample], attack, edits, limit: int,
                  progress: Callable[[str, int, int], None] | None = None) -> None:
-    """OCR the clean and the edited image of the first ``limit`` chart/document samples (by id)."""
+    """OCR the clean and the edited image of the first ``limit`` samples (by id) of the datasets declared for the
+    check (charts and documents: :mod:`mmaudit.data.datasets`)."""
     if not ocr_available():
         store.put({"kind": "ocr_unavailable", "key": key_of(kind="ocr_unavailable"),
                    "reason": "rapidocr is not installed (pip install 'mmaudit[ocr]')"})
         return
-    todo = sorted((s for s in samples if s.task_family in OCR_FAMILIES), key=lambda s: s.id)[:limit]
+    todo = sorted((s for s in samples if datasets.ocr_evidence(s.task_family)), key=lambda s: s.id)[:limit]
     for n, s in enumerate(todo, 1):
         key = key_of(kind="ocr", sample=sample_fingerprint(s), attack=attack.params())
         if key not in store:

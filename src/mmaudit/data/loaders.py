@@ -3,8 +3,10 @@
 Each loader yields a :class:`Sample` or an :class:`InputError` per record (the
 error names the file, the record and the field), so one bad record is counted
 and the rest still load. Images are read lazily from the dataset folder;
-nothing is downloaded (``from_hub`` exists for users with network, never used
-in tests).
+nothing is downloaded. Each dataset is declared in the dataset registry
+(:mod:`mmaudit.data.datasets`: its instruction, judge rule, validity floor and
+OCR evidence check) with one reader that takes the original layout below or the
+lmms-lab Hugging Face layout (:mod:`mmaudit.data.hf_layouts`).
 
 Formats:
 
@@ -26,16 +28,14 @@ from pathlib import Path
 
 import numpy as np
 
+from mmaudit.data import datasets
+from mmaudit.data.datasets import dataset
 from mmaudit.data.io import read_image
 from mmaudit.data.sample import Sample
-from mmaudit.errors import InputError
+from mmaudit.errors import InputError, UsageError
 
 Item = Sample | InputError
-# The answer-format instruction each source's questions are asked with: the standard evaluation harnesses append
-# this line to ChartQA and DocVQA questions (an instruction-tuned VLM otherwise answers in sentences, which relaxed
-# accuracy and ANLS score wrong); MME's questions already end with "Please answer yes or no."
-TASK_INSTRUCTIONS = {"chartqa": "Answer the question using a single word or phrase.",
-                     "docvqa": "Answer the question using a single word or phrase.", "mme": ""}
+ASK_SHORT = "Answer the question using a single word or phrase."
 IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 
 
@@ -49,14 +49,57 @@ def answer_type_of(answer: str) -> str:
         return "yes/no" if answer.strip().lower() in ("yes", "no") else "free text"
 
 
-def _sample(sid: str, image_path: Path, question, answer, family: str, meta: dict | None = None) -> Sample:
+def _check_text(sid: str, question, answer) -> None:
     if not isinstance(question, str) or not question.strip():
         raise InputError(sid, "question", "missing or empty")
     if answer is None or not str(answer).strip():
         raise InputError(sid, "answer", "missing or empty")
-    image = read_image(image_path, sid)
+
+
+def _sample(sid: str, image_path: Path, question, answer, family: str, meta: dict | None = None) -> Sample:
+    _check_text(sid, question, answer)  # before the image is read: a bad record costs no file read
+    return make_sample(sid, read_image(image_path, sid), question, answer, family, meta)
+
+
+def make_sample(sid: str, image: np.ndarray, question, answer, family: str, meta: dict | None = None) -> Sample:
+    """A validated sample of a registered dataset, asked with its instruction (every layout builds it here)."""
+    _check_text(sid, question, answer)
     return Sample(sid, image, question, str(answer), answer_type_of(str(answer)), family, meta=meta or {},
-                  instruction=TASK_INSTRUCTIONS.get(family, "")).validate()
+                  instruction=datasets.instruction(family)).validate()
+
+
+def _either(name: str, path: str, original) -> Iterator[Item]:
+    """The lmms-lab Hugging Face layout where ``path`` is one (:mod:`mmaudit.data.hf_layouts`), else the original."""
+    from mmaudit.data import hf_layouts
+
+    if hf_layouts.is_hf_layout(path):
+        yield from hf_layouts.read(path, name, make_sample)
+        return
+    if not Path(path).exists():
+        raise UsageError(f"--data {name}:{path}: no such file or folder ({datasets.lookup(name).layouts})")
+    yield from original(Path(path))
+
+
+# ChartQA and DocVQA: the standard evaluation harnesses append the short-answer line (an instruction-tuned VLM
+# otherwise answers in sentences, which relaxed accuracy and ANLS score wrong); MME's questions already end with
+# "Please answer yes or no." Floors: no correctly set-up model of the paper's range (2-12B, instruction-tuned)
+# scores below them; MME is yes/no, so its floor sits just above chance.
+@dataset("chartqa", judge_rule="relaxed", floor=0.10, instruction=ASK_SHORT, ocr_evidence=True,
+         layouts="the original test/test_human.json (images in png/ beside it), or the lmms-lab/ChartQA dataset")
+def read_chartqa(path: str) -> Iterator[Item]:
+    yield from _either("chartqa", path, load_chartqa)
+
+
+@dataset("docvqa", judge_rule="anls", floor=0.10, instruction=ASK_SHORT, ocr_evidence=True,
+         layouts="the original val_v1.0.json (images relative to it), or the lmms-lab/DocVQA dataset")
+def read_docvqa(path: str) -> Iterator[Item]:
+    yield from _either("docvqa", path, load_docvqa)
+
+
+@dataset("mme", judge_rule="yesno", floor=0.55,
+         layouts="the original MME_Benchmark folder (per-category folders), or the lmms-lab/MME dataset")
+def read_mme(path: str) -> Iterator[Item]:
+    yield from _either("mme", path, load_mme)
 
 
 def _records(path: Path, key: str | None, field: str, what: str) -> list | InputError:
@@ -158,23 +201,3 @@ def select_balanced(by_dataset: dict[str, list[Sample]], total: int = 1500, seed
         idx = np.sort(rng.choice(len(pool), size=per, replace=False))
         out += [pool[i] for i in idx]
     return out
-
-
-def from_hub(name: str, split: str = "test", limit: int | None = None) -> Iterator[Item]:  # pragma: no cover
-    """ChartQA / DocVQA / MME from the Hugging Face hub (needs network and the ``datasets`` package)."""
-    from datasets import load_dataset
-
-    specs = {"chartqa": ("HuggingFaceM4/ChartQA", "query", "label"),
-             "docvqa": ("lmms-lab/DocVQA", "question", "answers"), "mme": ("lmms-lab/MME", "question", "answer")}
-    repo, q_key, a_key = specs[name]
-    ds = load_dataset(repo, "DocVQA" if name == "docvqa" else None, split=split)
-    for i, row in enumerate(ds):
-        if limit is not None and i >= limit:
-            break
-        answer = row[a_key][0] if isinstance(row[a_key], list) else row[a_key]
-        sid = f"{name}:hub:{i}"
-        try:
-            image = np.asarray(row["image"].convert("RGB"))
-            yield Sample(sid, image, row[q_key], str(answer), answer_type_of(str(answer)), name).validate()
-        except InputError as e:
-            yield e

@@ -10,11 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmaudit.data import loaders
+from mmaudit.data.datasets import readers
 from mmaudit.data.io import iter_jsonl
 from mmaudit.data.sample import Sample
 from mmaudit.errors import InputError, UsageError
-
-READERS = {"chartqa": loaders.load_chartqa, "docvqa": loaders.load_docvqa, "mme": loaders.load_mme}
 
 
 @dataclass
@@ -42,16 +41,16 @@ def load_data(spec: str, limit: int | None = None, select: int | None = None, se
         pool = samples
     else:
         items: dict[str, list] = {}
+        known = readers()
         for part in spec.split(","):
             kind, _, path = part.partition(":")
-            target = Path(path) if kind in READERS and path else Path(part)
-            if not target.exists():
-                raise UsageError(f"--data {part}: no such file or folder ({target}); use synthetic[:N], a JSONL of "
-                                 "samples, or chartqa:FILE.json, docvqa:FILE.json, mme:DIR")
-            if kind in READERS and path:
-                items[kind] = list(READERS[kind](Path(path)))
-            else:
+            if kind in known and path:
+                items[kind] = list(known[kind].read(path))
+            elif Path(part).exists():
                 items.setdefault("jsonl", []).extend(iter_jsonl(Path(part)))
+            else:
+                raise UsageError(f"--data {part}: no such file or folder; use synthetic[:N], a JSONL of samples, or "
+                                 + ", ".join(f"{k}:PATH ({d.layouts or 'its own layout'})" for k, d in known.items()))
         errors = [x for v in items.values() for x in v if isinstance(x, InputError)]
         by = {k: [x for x in v if not isinstance(x, InputError)] for k, v in items.items()}
         pool = [s for v in by.values() for s in v]

@@ -94,14 +94,18 @@ def yes_no_match(pred: str, ref: str) -> bool:
     return bool(words) and words[0] == normalise(ref)
 
 
+def declared_rules() -> dict[str, str]:
+    """Each registered dataset's rule (:mod:`mmaudit.data.datasets`; imported here, not above: it reads RULES)."""
+    from mmaudit.data.datasets import judge_rules
+
+    return judge_rules()
+
+
 @dataclass
 class Judge:
     """J: is ``pred`` a correct answer to a question whose reference is ``ref``?"""
 
-    by_dataset: dict[str, str] = field(
-        default_factory=lambda: {"charts": "relaxed", "chartqa": "relaxed", "documents": "anls", "docvqa": "anls",
-                                 "scenes": "exact", "mme": "yesno", "reading": "exact"}
-    )
+    by_dataset: dict[str, str] = field(default_factory=lambda: declared_rules())  # each dataset's declared rule
     by_type: dict[str, str] = field(default_factory=lambda: {"yes/no": "yesno"})
     default: str = "exact"
     relaxed_tolerance: float = 0.05

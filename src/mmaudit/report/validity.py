@@ -12,13 +12,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from mmaudit.data import datasets
 from mmaudit.store import RunStore
 
-# Clean accuracy no correctly set-up model of the paper's range (2-12B, instruction-tuned; the zoo on its own
-# synthetic families) falls below; MME is yes/no, so its floor sits just above chance.
-FLOORS = {"chartqa": 0.10, "docvqa": 0.10, "mme": 0.55, "charts": 0.5, "documents": 0.5, "scenes": 0.5,
-          "reading": 0.5}
-DEFAULT_FLOOR = 0.10
 PUBLISHED_RATIO = 0.5  # below half the published figure counts as far below
 CAUSES = ("the prompt (a missing answer-format instruction, see --prompt-suffix)",
           "the chat template or start token", "image preprocessing (size, resampling, normalisation)",
@@ -40,7 +36,7 @@ def threshold(model: str, dataset: str) -> tuple[float, str]:
     if dataset in published:
         figure, source = published[dataset]
         return PUBLISHED_RATIO * figure, f"half the published {100 * figure:.1f}% ({source})"
-    floor = FLOORS.get(dataset, DEFAULT_FLOOR)
+    floor = datasets.floor(dataset)  # the dataset's declared floor (mmaudit.data.datasets)
     return floor, f"the {dataset} floor of {100 * floor:.0f}%"
 
 
