@@ -9,10 +9,10 @@ per kind of extension (:data:`GROUPS`): a distribution lists its modules in its 
     first_token = "my_package.first_token"
 
 and mmaudit's own attacks, families and datasets are listed the same way in mmaudit's ``pyproject.toml``, so no
-import list in the code names them. A module that is not installed as a distribution (a notebook's, a script's) is imported
-with ``--plugin MODULE`` on the command line or :func:`use` in Python; the modules used are recorded in the run
-record (so `audit transfer` imports them again) and handed to every Ray actor, which imports them before it
-loads its model (entry points it finds itself, in the same environment).
+import list in the code names them. A module that is not installed as a distribution (a notebook's, a script's)
+is imported with ``--plugin MODULE`` on the command line or :func:`use` in Python; the modules used are recorded
+in the run record (so `audit transfer` imports them again) and handed to every Ray actor, which imports them
+before it loads its model (entry points it finds itself, in the same environment).
 """
 
 from __future__ import annotations
