@@ -7,7 +7,8 @@ import pytest
 from mmaudit.models.chat import ScriptedChat
 from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
 from mmaudit.rag.construct.mini import mini_inputs
-from mmaudit.rag.evaluate.config import METHODS, BenchConfig
+from mmaudit.rag.evaluate.config import BenchConfig
+from mmaudit.rag.evaluate.methods import methods
 from mmaudit.rag.evaluate.run import run_bench
 from mmaudit.rag.evaluate.score import judged_rows, main_table
 
@@ -45,7 +46,7 @@ def test_bench_run_with_a_scripted_model(mini, tmp_path):
     assert n_text_trust == 6  # one per (question, clean or polluted text), reused over the 8 image regimes
     assert s["unparsed_decisions"]["triage_gate"] == 48 and s["unparsed_verdicts"] == 0
     per = judged_rows(tmp_path, "scripted")
-    assert set(per) == set(METHODS)
+    assert set(per) == set(methods())
     table = {r["method"]: r for r in main_table(tmp_path, "scripted")}
     assert table["text_only"]["tc"] == 1.0 and table["parametric"]["tc"] == 0.0
     assert table["field_selector"]["tc"] == 1.0  # trustworthy text + TEXT_ONLY -> the Text-only answer

@@ -1,6 +1,6 @@
 """Plugins from outside the tree (tests/plugin_dist, pip-installed by the test set-up and found only by its entry
 points): a pixel attack with a parameter of its own, a rendered-text attack that asks for the OCR evidence check,
-a dataset and a model family; each from the command line (the parameter set there), from Python, and the attack
+a dataset, a SATR router and a model family; each from the command line (the parameter set there), from Python, and the attack
 under `--executor ray`; a module given with `--plugin` reaches Ray actors too. Nothing under src/ names any of
 them."""
 
@@ -21,7 +21,7 @@ from mmaudit.cli import app
 from mmaudit.pathways import registry
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ("tp_first_token", "tp_corner_stamp", "tp_tally", "mmaudit_testplugin", "Plugin first token",
+NAMES = ("tp_first_token", "tp_corner_stamp", "tp_tally", "tp_majority_vote", "majority vote", "mmaudit_testplugin", "Plugin first token",
          "Plugin corner stamp", "paligemma", "PaliGemma", "plugin_by_flag", "flag_first_token")
 
 pytestmark = pytest.mark.skipif(not registry.known("tp_first_token"),
@@ -161,6 +161,29 @@ def test_the_plugins_dataset_reads_asks_judges_and_checks_as_it_declares(tmp_pat
     result = mmaudit.audit("zoo:L1", f"tp_tally:{data}", attacks=["typo_evid"], recovery=0, ocr_limit=0, n_boot=50,
                            out=tmp_path / "py")
     assert set(result.to_pandas("clean")["family"]) == {"tp_tally"}
+
+
+def test_the_plugins_router_is_scored_by_bench_run_beside_satr(tmp_path):
+    """`bench run` on the mini benchmark with a scripted model: the plugin's router is one more method, its rows
+    judged and in the main table, its decisions the majority it declares."""
+    from mmaudit.models.chat import ScriptedChat
+    from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
+    from mmaudit.rag.construct.mini import mini_inputs
+    from mmaudit.rag.evaluate.config import BenchConfig
+    from mmaudit.rag.evaluate.run import run_bench
+    from mmaudit.rag.evaluate.score import judged_rows, main_table
+    from test_bench_run import scripted
+
+    folder = tmp_path / "bench"
+    build_benchmark(mini_inputs()[:3], folder, BuildConfig(patch_steps=2, style_steps=2))
+    summary = run_bench(folder, ScriptedChat(scripted), tmp_path / "out", cfg=BenchConfig(stack="scripted"))
+    assert summary["failed_rows"]["tp_majority_vote"] == 0
+    rows = [r for by in judged_rows(tmp_path / "out", "scripted")["tp_majority_vote"].values() for r in by]
+    assert len(rows) == 48  # three questions x 16 regimes
+    # the scripted branches answer P / T / M apart: no two agree, so the plugin falls back to Full-MM every time
+    assert {(r["answer"], r["route"]) for r in rows} == {("M: multimodal answer", "FULL_MM")}
+    table = {r["method"]: r for r in main_table(tmp_path / "out", "scripted")}
+    assert table["tp_majority_vote"]["tc"] == table["full_mm"]["tc"]
 
 
 def test_a_plugin_that_fails_to_import_is_named():

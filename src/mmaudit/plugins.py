@@ -1,8 +1,8 @@
 """Plugins: how attacks, model families and datasets reach the registries, mmaudit's own and anyone else's, by one
 mechanism.
 
-A module that defines an attack (``@registry.attack``), a model family (``@family``) or a dataset
-(``@dataset``) registers it when it is imported. Which modules to import is said by Python entry points, one group
+A module that defines an attack (``@registry.attack``), a model family (``@family``), a dataset (``@dataset``)
+or a SATR router (``@router``) registers it when it is imported. Which modules to import is said by Python entry points, one group
 per kind of extension (:data:`GROUPS`): a distribution lists its modules in its ``pyproject.toml``::
 
     [project.entry-points."mmaudit.attacks"]
@@ -22,7 +22,8 @@ from importlib.metadata import entry_points
 
 from mmaudit.errors import UsageError
 
-GROUPS = {"attacks": "mmaudit.attacks", "families": "mmaudit.families", "datasets": "mmaudit.datasets"}
+GROUPS = {"attacks": "mmaudit.attacks", "families": "mmaudit.families", "datasets": "mmaudit.datasets",
+          "routers": "mmaudit.routers"}
 
 _loaded: set[str] = set()
 _used: list[str] = []

@@ -1,15 +1,9 @@
-"""How a stack is evaluated: the methods, the token budget per component, what Full-MM is sent."""
+"""How a stack is evaluated: the token budget per component, what Full-MM is sent (the methods are the registered
+routers: :mod:`mmaudit.rag.evaluate.methods`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-METHODS = ("parametric", "text_only", "full_mm", "answer_consensus", "selfcheck_gate", "triage_gate",
-           "cascaded_router", "text_trust", "field_selector", "soft_conductor")
-
-
-BRANCH_METHODS = METHODS[:3]
-
 
 PARAMETRIC_MODES = ("per-row", "per-question")
 

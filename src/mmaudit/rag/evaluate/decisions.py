@@ -12,6 +12,8 @@ from mmaudit.rag.construct.records import RegimeRow
 from mmaudit.rag.evaluate import routers, schemas
 from mmaudit.rag.evaluate.config import BenchConfig
 from mmaudit.rag.evaluate.judge_labels import parse_verdict
+from mmaudit.rag.evaluate.methods import RowReplies
+from mmaudit.rag.evaluate.methods import routers as method_routers
 from mmaudit.rag.evaluate.requests import clean_evidence, judge_request, many
 
 
@@ -22,18 +24,10 @@ def failure(*replies: str) -> str | None:
 
 def route_row(c: routers.Candidates, check: str, tri: str, tt: str, sel: routers.Resolution,
               com: routers.Resolution) -> dict[str, tuple[routers.Routed, tuple]]:
-    """Every method's decision for one row, with the replies it used (a failed one fails that method-row)."""
-    branches = (c.parametric, c.text_only, c.full_mm)
-    return {"parametric": (routers.Routed(c.parametric, "FALLBACK"), (c.parametric,)),
-            "text_only": (routers.Routed(c.text_only, "TEXT_ONLY"), (c.text_only,)),
-            "full_mm": (routers.Routed(c.full_mm, "FULL_MM"), (c.full_mm,)),
-            "answer_consensus": (routers.answer_consensus(c), branches),
-            "selfcheck_gate": (routers.self_check_gate(c, check), (check, *branches)),
-            "triage_gate": (routers.triage_gate(c, tri), (tri, *branches)),
-            "cascaded_router": (routers.cascaded_router(c, check, tri), (check, tri, *branches)),
-            "text_trust": (routers.text_trust(c, tt), (tt, *branches)),
-            "field_selector": (routers.gated_router("field", c, sel, check), (sel.raw, check, *branches)),
-            "soft_conductor": (routers.gated_router("soft", c, com, check), (com.raw, check, *branches))}
+    """Every registered method's decision for one row (:mod:`mmaudit.rag.evaluate.methods`), with the replies it
+    used (a failed one fails that method-row)."""
+    replies = RowReplies(check, tri, tt, sel, com)
+    return {name: m.decide(c, replies) for name, m in method_routers().items()}
 
 
 def apply_verdicts(rows: Sequence[RegimeRow], decisions: dict, errors: dict, verdict_raw: dict) -> dict:

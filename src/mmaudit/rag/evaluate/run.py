@@ -22,8 +22,9 @@ from mmaudit.jsonout import dumps
 from mmaudit.models.chat import FailedReply
 from mmaudit.rag.construct.records import RegimeRow, read_rows
 from mmaudit.rag.evaluate import routers
-from mmaudit.rag.evaluate.config import METHODS, BenchConfig
+from mmaudit.rag.evaluate.config import BenchConfig
 from mmaudit.rag.evaluate.decisions import apply_verdicts, collect
+from mmaudit.rag.evaluate.methods import BRANCH_METHODS, methods
 from mmaudit.rag.evaluate.pipelined import pipelined
 from mmaudit.rag.evaluate.release_out import write_release
 from mmaudit.rag.evaluate.requests import (
@@ -83,6 +84,7 @@ def run_bench(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | None
         tick("write")
     sent_images = sum(row_image(folder, r.image_evidence.local_path or None)[0] is not None
                       for r in rows) if cfg.vision else 0
+    names = methods()
     return {"rows": len(rows), "questions": len({(r.dataset, str(r.qid)) for r in rows}), "files": written,
             "evidence": {"passages": cfg.passages, "words": cfg.words},
             "full_mm_input": ("pixels" if cfg.vision else "OCR text (text-only model)"),
@@ -95,11 +97,12 @@ def run_bench(folder: Path, chat, out: Path, judge=None, cfg: BenchConfig | None
             "budgets": cfg.budgets,
             "judge_calls": len(verdicts), "unparsed_verdicts": sum(not v[2] for v in verdicts.values()),
             "unparsed": unparsed_counts(checks, triages, list(tt.values()), resolved, verdicts),
-            "unparsed_decisions": {m: sum(not d.parsed for d in decisions[m]) for m in METHODS},
-            "distinct_decisions": {m: dict(Counter(d.route for d in decisions[m])) for m in METHODS[3:]},
+            "unparsed_decisions": {m: sum(not d.parsed for d in decisions[m]) for m in names},
+            "distinct_decisions": {m: dict(Counter(d.route for d in decisions[m])) for m in names
+                                   if m not in BRANCH_METHODS},
             "structured_output": structured_mode(chat),
-            "failed_rows": {m: sum(e is not None for e in errors[m]) for m in METHODS},
-            "failures": sorted({e for m in METHODS for e in errors[m] if e})[:20]}
+            "failed_rows": {m: sum(e is not None for e in errors[m]) for m in names},
+            "failures": sorted({e for m in names for e in errors[m] if e})[:20]}
 
 
 def unparsed_counts(checks, triages, text_trust, resolved, verdicts) -> dict:

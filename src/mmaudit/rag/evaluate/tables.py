@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from mmaudit.rag.construct.records import IMAGE_ATTACKS
+from mmaudit.rag.evaluate.methods import BRANCH_METHODS
 from mmaudit.rag.evaluate.routers import route_source
-
-BRANCH_METHODS = ("parametric", "text_only", "full_mm")
 
 
 def _macro(per_ds: dict[str, list[float]]) -> float:
