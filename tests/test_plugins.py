@@ -1,7 +1,7 @@
 """Plugins from outside the tree (tests/plugin_dist, pip-installed by the test set-up and found only by its entry
-points): a pixel attack with a parameter of its own, a rendered-text attack that asks for the OCR evidence check,
-a dataset, a SATR router and a model family; each from the command line (the parameter set there), from Python, and the attack
-under `--executor ray`; a module given with `--plugin` reaches Ray actors too. Nothing under src/ names any of
+points): a pixel attack with a parameter of its own, a rendered-text attack that asks for the OCR evidence check, a
+dataset, a SATR router and a model family; each from the command line (the parameter set there), from Python, and the
+attack under `--executor ray`; a module given with `--plugin` reaches Ray actors too. Nothing under src/ names any of
 them."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from mmaudit.cli import app
 from mmaudit.pathways import registry
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ("tp_first_token", "tp_corner_stamp", "tp_tally", "tp_majority_vote", "majority vote", "mmaudit_testplugin", "Plugin first token",
-         "Plugin corner stamp", "paligemma", "PaliGemma", "plugin_by_flag", "flag_first_token")
+NAMES = ("tp_first_token", "tp_corner_stamp", "tp_tally", "tp_majority_vote", "majority vote", "mmaudit_testplugin",
+         "Plugin first token", "Plugin corner stamp", "paligemma", "PaliGemma", "plugin_by_flag", "flag_first_token")
 
 pytestmark = pytest.mark.skipif(not registry.known("tp_first_token"),
                                 reason="tests/plugin_dist is not installed (make test installs it)")

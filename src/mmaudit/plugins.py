@@ -1,8 +1,8 @@
 """Plugins: how attacks, model families and datasets reach the registries, mmaudit's own and anyone else's, by one
 mechanism.
 
-A module that defines an attack (``@registry.attack``), a model family (``@family``), a dataset (``@dataset``)
-or a SATR router (``@router``) registers it when it is imported. Which modules to import is said by Python entry points, one group
+A module that defines an attack (``@registry.attack``), a model family (``@family``), a dataset (``@dataset``) or a SATR
+router (``@router``) registers it when it is imported. Which modules to import is said by Python entry points, one group
 per kind of extension (:data:`GROUPS`): a distribution lists its modules in its ``pyproject.toml``::
 
     [project.entry-points."mmaudit.attacks"]
