@@ -19,8 +19,6 @@ pytest.importorskip("transformers")
 
 from conftest import tiny_model  # noqa: E402
 
-CLIP = {"image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711]}
-HALF = {"image_mean": [0.5] * 3, "image_std": [0.5] * 3}
 SIZES = [(600, 800), (427, 640), (333, 500), (512, 512), (1200, 300), (2200, 1700)]  # (h, w); the last a text page
 
 
@@ -45,23 +43,18 @@ def pixels(img: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(img).permute(2, 0, 1).float() / 255
 
 
-# label -> (model type, the settings its checkpoints publish); the tiny model and its PIL processor class come from
-# the family registry
-LLAVA = {"size": {"shortest_edge": 336}, "crop_size": {"height": 336, "width": 336}, "resample": 3, **CLIP}
-PUBLISHED = {
-    "qwen2.5-vl": ("qwen2_5_vl", {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2,
-                                  **CLIP}),
-    "qwen3-vl": ("qwen3_vl", {"size": {"shortest_edge": 65536, "longest_edge": 16777216}, "patch_size": 16,
-                              "merge_size": 2, **HALF}),
-    "llava-1.5": ("llava", LLAVA),
-    "llava-1.5-pad": ("llava", LLAVA | {"do_pad": True}),
-    "gemma3": ("gemma3", {"size": {"height": 896, "width": 896}, "resample": 2, **HALF}),
-    "smolvlm2": ("smolvlm", {"size": {"longest_edge": 1536}, "max_image_size": {"longest_edge": 384}, "resample": 1,
-                             **HALF}),
-    "blip-2": ("blip-2", {"size": {"height": 224, "width": 224}, "resample": 3, **CLIP}),
-    "gemma4": ("gemma4", {"patch_size": 16, "max_soft_tokens": 280, "pooling_kernel_size": 3}),
-    "deepseek-vl": ("deepseek_vl_hybrid", {}),
-}
+def published_settings() -> dict[str, tuple[str, dict | None]]:
+    """label -> (model type, the settings its checkpoints publish): every registered family, as it declares them
+    (mmaudit.models.hf.families), plus LLaVA's padded variant."""
+    from mmaudit.models.hf.families import families
+
+    out = {name: (name, fam.model_type.published) for name, fam in families().items() if fam.model_type.tiny}
+    if "llava" in out:
+        out["llava-pad"] = ("llava", out["llava"][1] | {"do_pad": True})
+    return out
+
+
+PUBLISHED = published_settings()
 PIXEL_KEYS = ("pixel_values", "high_res_pixel_values")
 
 
@@ -76,6 +69,7 @@ def published(family: str):
     from mmaudit.models.hf.families import families
 
     model_type, settings = PUBLISHED[family]
+    assert settings is not None, f"{model_type} declares no published processor settings (ModelType.published)"
     processor = families()[model_type].processor_class()(**settings)
     return with_processor(tiny_model(model_type), processor), processor
 
@@ -157,10 +151,12 @@ def _skip_video_check(monkeypatch):
 NO_VIDEO = SimpleNamespace(num_frames=None, fps=None)  # stands in for a video processor these prompts never use
 
 
-def processor_for(family: str, vlm):
+def processor_for(model_type: str, vlm):
+    """The family's own transformers processor over the tiny model's tokenizer and image processor."""
     import transformers as tf
 
     tok, ip, template = vlm.tokenizer, vlm.image_processor, vlm.tokenizer.chat_template
+    family = "deepseek-vl" if model_type == "deepseek_vl_hybrid" else model_type
     if family.startswith("qwen"):
         return tf.Qwen2_5_VLProcessor(image_processor=ip, tokenizer=tok, video_processor=None, chat_template=template)
     if family == "llava":
@@ -182,19 +178,24 @@ def processor_for(family: str, vlm):
     if family == "deepseek-vl":
         return tf.DeepseekVLHybridProcessor(image_processor=ip, tokenizer=tok, chat_template=template,
                                             num_image_tokens=vlm.side**2)
-    raise KeyError(family)
+    raise KeyError(f"{model_type}: a chat-templated family with no reference processor here; add it to "
+                   "processor_for")
 
 
-TEMPLATED = {"qwen2.5-vl": "tiny_qwen", "qwen2-vl": "tiny_qwen2", "qwen3-vl": "tiny_qwen3", "qwen3.5": "tiny_qwen35",
-             "llava": "tiny_llava", "gemma3": "tiny_gemma3", "smolvlm": "tiny_smolvlm", "gemma4": "tiny_gemma4",
-             "deepseek-vl": "tiny_deepseek_vl"}
+def templated() -> list[str]:
+    """Every registered model type with a tiny model, but BLIP's (no chat template: below)."""
+    from mmaudit.models.hf.families import families
+
+    return [t for t, fam in families().items() if fam.model_type.tiny and t not in ("blip-2", "instructblip")]
 
 
-@pytest.mark.parametrize("family", list(TEMPLATED))
-def test_input_ids_equal_the_family_processor(family, request, monkeypatch):
+@pytest.mark.parametrize("family", templated())
+def test_input_ids_equal_the_family_processor(family, monkeypatch):
     _skip_video_check(monkeypatch)
-    vlm = request.getfixturevalue(TEMPLATED[family])
-    processor = processor_for(family.split(".")[0] if family.startswith("qwen") else family, vlm)
+    vlm = tiny_model(family)
+    if not vlm.chat_template:
+        pytest.skip(f"{family} prompts without a chat template, as its processor writes the prompt")
+    processor = processor_for(family, vlm)
     for h, w in [(56, 84), (70, 40), (64, 64)]:
         img = real_image(h, w, h)
         conv = [{"role": "user", "content": [{"type": "image", "image": Image.fromarray(img)},
@@ -206,7 +207,7 @@ def test_input_ids_equal_the_family_processor(family, request, monkeypatch):
         image_id = vlm.image_token_id
         assert ours.count(image_id) > 0 and ours.count(image_id) == ref.count(image_id)
         bos = vlm.tokenizer.bos_token_id
-        if bos is not None and family in ("llava", "gemma3", "gemma4", "deepseek-vl"):
+        if bos is not None and family in ("llava", "gemma3", "gemma4", "deepseek_vl_hybrid"):
             assert ours[0] == bos and ours.count(bos) == 1  # one start token, where the checkpoint puts it
 
 

@@ -38,7 +38,9 @@ def tiny_paligemma(seed: int = 0):
 
 
 @family(ModelType("paligemma", "L1", "transformers.models.siglip.image_processing_pil_siglip:SiglipImageProcessorPil",
-                  "mmaudit_testplugin.paligemma:tiny_paligemma"))
+                  "mmaudit_testplugin.paligemma:tiny_paligemma",
+                  {"size": {"height": 224, "width": 224}, "resample": 3, "image_mean": [0.5] * 3,
+                   "image_std": [0.5] * 3}))
 class PaliGemmaAdapter(HFAdapter):
     """The processor's prompt: the image tokens, the start token, the question, a newline (no chat template)."""
 

@@ -19,14 +19,15 @@ from collections.abc import Sequence
 import torch
 
 from mmaudit.models.hf.base import HFAdapter, setting
-from mmaudit.models.hf.families import ModelType, family
+from mmaudit.models.hf.families import CLIP_NORM, ModelType, family
 from mmaudit.models.hf.resample import pil_resize
 from mmaudit.models.vlm import PatchGrid
 
 BLIP_PROCESSOR = "transformers.models.blip.image_processing_pil_blip:BlipImageProcessorPil"
+BLIP_PUBLISHED = {"size": {"height": 224, "width": 224}, "resample": 3, **CLIP_NORM}  # BLIP-2 and InstructBLIP
 
 
-@family(ModelType("blip-2", "L1", BLIP_PROCESSOR, "mmaudit.models.hf.tiny:tiny_blip2"))
+@family(ModelType("blip-2", "L1", BLIP_PROCESSOR, "mmaudit.models.hf.tiny:tiny_blip2", BLIP_PUBLISHED))
 class Blip2Adapter(HFAdapter):
 
     def configure(self, model, tokenizer, ip) -> None:

@@ -24,7 +24,7 @@ from mmaudit.models.vlm import PatchGrid
 @family(ModelType("deepseek_vl_hybrid", "L2",
                   "transformers.models.deepseek_vl_hybrid.image_processing_pil_deepseek_vl_hybrid:"
                   "DeepseekVLHybridImageProcessorPil",
-                  "mmaudit.models.hf.tiny:tiny_deepseek_vl"))
+                  "mmaudit.models.hf.tiny:tiny_deepseek_vl", {}))  # the processor's own defaults
 class DeepseekVLAdapter(HFAdapter):
 
     def configure(self, model, tokenizer, ip) -> None:

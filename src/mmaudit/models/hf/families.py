@@ -10,7 +10,7 @@ entry points of mmaudit's pyproject) or in any distribution that lists it there 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import import_module
 
 from mmaudit.models.levels import LEVELS
@@ -24,6 +24,9 @@ class ModelType:
     level: str
     processor: str  # the PIL image processor, "module:Class"
     tiny: str | None = None  # "module:function" building (model, tokenizer, image processor[, extra]) offline
+    # the image-processor settings its released checkpoints ship (what the pixel-parity test and benchmark hold the
+    # adapter to, on real image sizes); None: not declared, which the parity test reports as a failure
+    published: dict | None = field(default=None, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -58,6 +61,9 @@ class Family:
         model, tokenizer, processor, extras = self.tiny_parts(seed)
         return self.adapter(model, tokenizer, processor, name=name or f"tiny-{self.name}", level=self.level, **extras)
 
+
+CLIP_NORM = {"image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711]}
+HALF_NORM = {"image_mean": [0.5] * 3, "image_std": [0.5] * 3}
 
 _REGISTRY: dict[str, Family] = {}
 

@@ -17,14 +17,15 @@ import math
 import torch
 
 from mmaudit.models.hf.base import HFAdapter, setting
-from mmaudit.models.hf.families import ModelType, family
+from mmaudit.models.hf.families import HALF_NORM, ModelType, family
 from mmaudit.models.hf.resample import pil_resize
 from mmaudit.models.vlm import PatchGrid
 
 
 @family(ModelType("gemma3", "L2",
                   "transformers.models.gemma3.image_processing_pil_gemma3:Gemma3ImageProcessorPil",
-                  "mmaudit.models.hf.tiny:tiny_gemma3"))
+                  "mmaudit.models.hf.tiny:tiny_gemma3",
+                  {"size": {"height": 896, "width": 896}, "resample": 2, **HALF_NORM}))
 class Gemma3Adapter(HFAdapter):
 
     def configure(self, model, tokenizer, ip) -> None:

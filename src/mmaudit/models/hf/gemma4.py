@@ -43,7 +43,8 @@ def aspect_preserving_size(h: int, w: int, patch: int, max_patches: int, k: int)
 
 @family(ModelType("gemma4", "L3",
                   "transformers.models.gemma4.image_processing_pil_gemma4:Gemma4ImageProcessorPil",
-                  "mmaudit.models.hf.tiny:tiny_gemma4"))
+                  "mmaudit.models.hf.tiny:tiny_gemma4",
+                  {"patch_size": 16, "max_soft_tokens": 280, "pooling_kernel_size": 3}))
 class Gemma4Adapter(HFAdapter):
 
     def configure(self, model, tokenizer, ip) -> None:

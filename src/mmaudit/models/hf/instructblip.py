@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import torch
 
-from mmaudit.models.hf.blip2 import BLIP_PROCESSOR, Blip2Adapter
+from mmaudit.models.hf.blip2 import BLIP_PROCESSOR, BLIP_PUBLISHED, Blip2Adapter
 from mmaudit.models.hf.families import ModelType, family
 
 
-@family(ModelType("instructblip", "L1", BLIP_PROCESSOR, "mmaudit.models.hf.tiny:tiny_instructblip"))
+@family(ModelType("instructblip", "L1", BLIP_PROCESSOR, "mmaudit.models.hf.tiny:tiny_instructblip",
+                  BLIP_PUBLISHED))
 class InstructBlipAdapter(Blip2Adapter):
 
     def __init__(self, model, tokenizer, image_processor, name: str, level: str | None = None,

@@ -14,14 +14,16 @@ from __future__ import annotations
 import torch
 
 from mmaudit.models.hf.base import HFAdapter, setting
-from mmaudit.models.hf.families import ModelType, family
+from mmaudit.models.hf.families import CLIP_NORM, ModelType, family
 from mmaudit.models.hf.resample import pad_square, pil_resize, shortest_edge_size
 from mmaudit.models.vlm import PatchGrid
 
 
 @family(ModelType("llava", "L1",
                   "transformers.models.llava.image_processing_pil_llava:LlavaImageProcessorPil",
-                  "mmaudit.models.hf.tiny:tiny_llava"))
+                  "mmaudit.models.hf.tiny:tiny_llava",
+                  {"size": {"shortest_edge": 336}, "crop_size": {"height": 336, "width": 336}, "resample": 3,
+                   **CLIP_NORM}))
 class LlavaAdapter(HFAdapter):
 
     def configure(self, model, tokenizer, ip) -> None:

@@ -13,7 +13,7 @@ import torch
 
 from mmaudit.errors import InputError
 from mmaudit.models.hf.base import HFAdapter, setting
-from mmaudit.models.hf.families import ModelType, family
+from mmaudit.models.hf.families import CLIP_NORM, HALF_NORM, ModelType, family
 from mmaudit.models.hf.resample import pil_resize
 from mmaudit.models.hf.windows import batch_windows
 from mmaudit.models.vlm import PatchGrid
@@ -45,11 +45,18 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
 PIL_PROCESSOR = "transformers.models.qwen2_vl.image_processing_pil_qwen2_vl:Qwen2VLImageProcessorPil"
 
 
-@family(ModelType("qwen2_vl", "L2", PIL_PROCESSOR, "mmaudit.models.hf.tiny:tiny_qwen2_vl"),
-        ModelType("qwen2_5_vl", "L2", PIL_PROCESSOR, "mmaudit.models.hf.tiny:tiny_qwen2_5_vl"),
+# what the checkpoints' preprocessor_config.json set: Qwen2/2.5-VL a pixel budget over 14-px patches, CLIP's
+# normalisation; Qwen3-VL (and Qwen3.5, which ships the same image processor) edges over 16-px patches, 0.5/0.5
+QWEN2_PUBLISHED = {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2, **CLIP_NORM}
+QWEN3_PUBLISHED = {"size": {"shortest_edge": 65536, "longest_edge": 16777216}, "patch_size": 16, "merge_size": 2,
+                   **HALF_NORM}
+
+
+@family(ModelType("qwen2_vl", "L2", PIL_PROCESSOR, "mmaudit.models.hf.tiny:tiny_qwen2_vl", QWEN2_PUBLISHED),
+        ModelType("qwen2_5_vl", "L2", PIL_PROCESSOR, "mmaudit.models.hf.tiny:tiny_qwen2_5_vl", QWEN2_PUBLISHED),
         # L3: DeepStack re-injects vision features into the decoder's layers
-        ModelType("qwen3_vl", "L3", PIL_PROCESSOR, "mmaudit.models.hf.tiny:tiny_qwen3_vl"),
-        ModelType("qwen3_5", "L3", PIL_PROCESSOR, "mmaudit.models.hf.tiny:tiny_qwen3_5"))
+        ModelType("qwen3_vl", "L3", PIL_PROCESSOR, "mmaudit.models.hf.tiny:tiny_qwen3_vl", QWEN3_PUBLISHED),
+        ModelType("qwen3_5", "L3", PIL_PROCESSOR, "mmaudit.models.hf.tiny:tiny_qwen3_5", QWEN3_PUBLISHED))
 class Qwen2_5_VLAdapter(HFAdapter):
     image_placeholder = "<|image_pad|>"
 

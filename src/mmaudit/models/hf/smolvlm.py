@@ -18,7 +18,7 @@ import math
 import torch
 
 from mmaudit.models.hf.base import HFAdapter, setting
-from mmaudit.models.hf.families import ModelType, family
+from mmaudit.models.hf.families import HALF_NORM, ModelType, family
 from mmaudit.models.hf.resample import pil_resize
 from mmaudit.models.vlm import PatchGrid, TiledGrid
 
@@ -57,7 +57,9 @@ def multiple_of(h: int, w: int, m: int) -> tuple[int, int]:
 
 @family(ModelType("smolvlm", "L1",
                   "transformers.models.smolvlm.image_processing_pil_smolvlm:SmolVLMImageProcessorPil",
-                  "mmaudit.models.hf.tiny:tiny_smolvlm"))
+                  "mmaudit.models.hf.tiny:tiny_smolvlm",
+                  {"size": {"longest_edge": 1536}, "max_image_size": {"longest_edge": 384}, "resample": 1,
+                   **HALF_NORM}))
 class SmolVLMAdapter(HFAdapter):
 
     def configure(self, model, tokenizer, ip) -> None:
