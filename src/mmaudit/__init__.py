@@ -21,7 +21,8 @@ _API = {
     "load_model": "mmaudit.api", "wrap_hf": "mmaudit.api", "open_run": "mmaudit.api", "attack": "mmaudit.api",
     "AuditResult": "mmaudit.api", "LevelResult": "mmaudit.api", "ModelResult": "mmaudit.api",
     "Estimate": "mmaudit.api", "TensorAttack": "mmaudit.api", "EndPGD": "mmaudit.api", "VisPGD": "mmaudit.api",
-    "MANTIS": "mmaudit.api", "Sample": "mmaudit.data.sample", "use": "mmaudit.plugins",
+    "MANTIS": "mmaudit.api", "build_qimg7": "mmaudit.api", "run_satr": "mmaudit.api",
+    "Sample": "mmaudit.data.sample", "use": "mmaudit.plugins",
 }
 
 __all__ = ["__version__", "audit", *_API]

@@ -253,3 +253,46 @@ def _spelt(value: Any) -> str:
     if isinstance(value, (tuple, list)):
         return "+".join(str(v) for v in value)
     return str(value)
+
+
+# --------------------------------------------------------------------------- QIMG-7 and SATR
+
+
+def build_qimg7(out: str | Path, questions: str | Path | list | None = None, *, seed: int = 0,
+                patch_steps: int = 60, style_steps: int = 80, **build: Any) -> dict:
+    """Build a QIMG-7 benchmark (16 regimes per question) into ``out``, as `mmaudit bench build` does, from
+    ``questions``: a JSONL of questions with clean evidence, items already read, or None (the bundled mini set).
+    ``build``: any other :class:`~mmaudit.rag.construct.benchmark.BuildConfig` field. Returns the build summary."""
+    from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
+    from mmaudit.rag.construct.inputs import read_questions
+    from mmaudit.rag.construct.mini import mini_inputs
+
+    if questions is None:
+        items = mini_inputs()
+    elif isinstance(questions, (str, Path)):
+        items = read_questions(Path(questions))
+    else:
+        items = list(questions)
+    cfg = BuildConfig(seed=seed, patch_steps=patch_steps, style_steps=style_steps, **build)
+    return build_benchmark(items, Path(out), cfg)
+
+
+def run_satr(benchmark: str | Path, chat: Any = "embedded", out: str | Path | None = None, *, judge: Any = None,
+             **config: Any) -> list[dict]:
+    """Every registered SATR method (:mod:`mmaudit.rag.evaluate.methods`, plugins' too) on a QIMG-7 folder, as
+    `mmaudit bench run` does; returns the main table (one row per method: TC, TP, Drop, Balanced).
+
+    ``chat``: 'embedded' (the offline SmolLM2), 'MODEL@URL' (an OpenAI-compatible endpoint), or any object with
+    ``chat(messages) -> str``; ``judge`` likewise (default: ``chat``); ``config``: any
+    :class:`~mmaudit.rag.evaluate.config.BenchConfig` field (``stack`` names the run's folder)."""
+    from mmaudit.cli.bench import chat_model
+    from mmaudit.rag.evaluate.config import BenchConfig
+    from mmaudit.rag.evaluate.run import run_bench
+    from mmaudit.rag.evaluate.score import main_table
+
+    folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="mmaudit-satr-"))
+    model = chat_model(chat, folder / "cache") if isinstance(chat, str) else chat
+    graded = (chat_model(judge, folder / "cache") if isinstance(judge, str) else judge) or model
+    cfg = BenchConfig(**config)
+    run_bench(Path(benchmark), model, folder, graded, cfg)
+    return main_table(folder, cfg.stack)
