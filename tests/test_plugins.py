@@ -21,7 +21,7 @@ from mmaudit.cli import app
 from mmaudit.pathways import registry
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ("tp_first_token", "tp_corner_stamp", "tp_tally", "tp_majority_vote", "majority vote", "mmaudit_testplugin",
+NAMES = ("tp_first_token", "tp_corner_stamp", "tp_tally", "tp_majority_vote", "majority vote", "tp_canned", "mmaudit_testplugin",
          "Plugin first token", "Plugin corner stamp", "paligemma", "PaliGemma", "plugin_by_flag", "flag_first_token")
 
 pytestmark = pytest.mark.skipif(not registry.known("tp_first_token"),
@@ -184,6 +184,22 @@ def test_the_plugins_router_is_scored_by_bench_run_beside_satr(tmp_path):
     assert {(r["answer"], r["route"]) for r in rows} == {("M: multimodal answer", "FULL_MM")}
     table = {r["method"]: r for r in main_table(tmp_path / "out", "scripted")}
     assert table["tp_majority_vote"]["tc"] == table["full_mm"]["tc"]
+
+
+def test_the_plugins_chat_backend_runs_satr_from_the_command_line_and_python(tmp_path):
+    from mmaudit.rag.construct.benchmark import BuildConfig, build_benchmark
+    from mmaudit.rag.construct.mini import mini_inputs
+
+    folder = tmp_path / "bench"
+    build_benchmark(mini_inputs()[:3], folder, BuildConfig(patch_steps=2, style_steps=2))
+    res = CliRunner().invoke(app, ["bench", "run", "--folder", str(folder), "--model", "tp_canned:Paris",
+                                   "--out", str(tmp_path / "cli"), "--n-boot", "50"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(next((tmp_path / "cli").rglob("summary.json")).read_text())
+    assert summary["failures"] == [] and summary["judge"] == "tp_canned:Paris"
+    table = mmaudit.run_satr(folder, "tp_canned:Paris", out=tmp_path / "py", stack="canned")
+    assert {r["method"] for r in table} >= {"field_selector", "tp_majority_vote"}
+    assert all(r["tc"] == 1.0 for r in table)  # every answer graded supported by the canned judge
 
 
 def test_a_plugin_that_fails_to_import_is_named():

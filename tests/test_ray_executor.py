@@ -97,3 +97,26 @@ def test_ray_actors_load_their_model_through_the_same_placement(tmp_path, ray):
     local = load_model(f"{path}@L2", placement)
     assert (meta["device"], meta["dtype"], meta["activation_checkpointing"]) == ("cpu", "bfloat16", "mlp")
     assert meta["fingerprint"] == local.fingerprint  # the same model, loaded the same way
+
+
+def test_an_actor_still_loading_is_not_taken_for_one_with_no_room(ray):
+    """Ray reports both as PENDING_CREATION; only the one with no worker process is waiting for room (a large
+    checkpoint's actor loads for minutes and must not end the run as 'no node has room')."""
+    import time
+
+    from mmaudit.audit.executors import unplaced
+
+    @ray.remote(num_cpus=2)
+    class Slow:
+        def __init__(self):
+            time.sleep(30)
+
+    loading, waiting = Slow.remote(), Slow.remote()
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline and unplaced(loading):
+            time.sleep(0.5)
+        assert not unplaced(loading) and unplaced(waiting)
+    finally:
+        ray.kill(loading)
+        ray.kill(waiting)

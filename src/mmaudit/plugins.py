@@ -23,7 +23,7 @@ from importlib.metadata import entry_points
 from mmaudit.errors import UsageError
 
 GROUPS = {"attacks": "mmaudit.attacks", "families": "mmaudit.families", "datasets": "mmaudit.datasets",
-          "routers": "mmaudit.routers"}
+          "routers": "mmaudit.routers", "backends": "mmaudit.backends"}
 
 _loaded: set[str] = set()
 _used: list[str] = []

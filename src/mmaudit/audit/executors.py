@@ -382,12 +382,14 @@ class HeadWatch:
 
 
 def unplaced(actor) -> bool:
-    """Whether Ray has not yet found a node for the actor (its creation still pending); False when unknown."""
+    """Whether Ray has not yet found a node for the actor; False when unknown. An actor whose ``__init__`` runs
+    (its model loading, which takes minutes for a large checkpoint) is PENDING_CREATION too, but has a worker
+    process: only one with none is waiting for room."""
     try:
         from ray._private.state import state
 
-        info = state.actor_table(actor._actor_id.hex())
-        return (info or {}).get("State") in ("PENDING_CREATION", "DEPENDENCIES_UNREADY")
+        info = state.actor_table(actor._actor_id.hex()) or {}
+        return info.get("State") in ("PENDING_CREATION", "DEPENDENCIES_UNREADY") and not info.get("Pid")
     except Exception:  # noqa: BLE001 - a private table: without it the start timeout alone decides
         return False
 

@@ -50,15 +50,11 @@ def mini_folder(folder: Path | None) -> Path:
 
 
 def chat_model(spec: str | None, cache: Path, concurrency: int = 8, cost: dict | None = None):
-    """'MODEL@URL' (an OpenAI-compatible endpoint; no MODEL: 'default') or None / 'embedded' (the offline SmolLM2),
-    its calls cached in ``cache``."""
-    from mmaudit.models.chat.embedded import EmbeddedChat
-    from mmaudit.models.chat.endpoint import OpenAIChat
+    """The chat model a spec names (:mod:`mmaudit.models.chat.backends`: 'embedded', 'endpoint:MODEL@URL' or a
+    registered backend's 'NAME:ARGS'), its calls cached in ``cache``."""
+    from mmaudit.models.chat.backends import make_chat
 
-    if not spec or spec == "embedded":
-        return EmbeddedChat(cache=cache)
-    model, _, url = spec.partition("@")
-    return OpenAIChat(model or "default", base_url=url or None, cache=cache, concurrency=concurrency, **(cost or {}))
+    return make_chat(spec, cache, concurrency=concurrency, cost=cost or {})
 
 
 PROBED: dict[tuple[str, str], dict] = {}  # (endpoint, model) -> its capabilities, probed once per process
@@ -69,10 +65,9 @@ def probe_endpoint(chat, vision: bool = False) -> dict | None:
     set from them. With ``vision`` the endpoint is also shown the image canary. None for the embedded model."""
     from mmaudit.data.images import png_data_url
     from mmaudit.models.chat import image_message
-    from mmaudit.models.chat.endpoint import OpenAIChat
     from mmaudit.models.chat.probe import canary, probe
 
-    if not isinstance(chat, OpenAIChat):
+    if not getattr(chat, "probes", False):
         return None
     key = (chat.base_url or "", chat.model)
     if key not in PROBED or (vision and "canary" not in PROBED[key]):
@@ -94,21 +89,22 @@ def stack_models(out: Path, spec: str | None, judge_spec: str | None, concurrenc
                  max_tokens: str | None, judge=None):
     """(chat, judge, stack name, budgets, evidence cut, notes) for 'MODEL@URL' (an endpoint) or None / 'embedded'
     (the offline SmolLM2). ``judge`` (a model) overrides ``judge_spec``: one judge over several stacks."""
-    from mmaudit.models.chat.embedded import NOTICE, EmbeddedChat
+    from mmaudit.models.chat.backends import parse
     from mmaudit.rag.evaluate.config import EMBEDDED_BUDGET, ENDPOINT_BUDGET
 
     cache = out / "calls.jsonl"
     chat = chat_model(spec, cache, concurrency, cost)
-    if isinstance(chat, EmbeddedChat):
-        compact = {"passages": 2, "words": 30}  # a 135M model on 2 cores: prompt prefill is the whole cost
-        notes, name, budgets = [NOTICE + " Evidence is cut to 2 passages of 30 words for it."], "embedded", \
-            EMBEDDED_BUDGET
+    compact = getattr(chat, "evidence_cut", None) or {}
+    if compact:  # a small model the bench cuts the evidence for, and says so
+        notes, name, budgets = [f"{chat.notice} Evidence is cut to {compact['passages']} passages of "
+                                f"{compact['words']} words for it."], chat.stack_name, EMBEDDED_BUDGET
     else:
-        notes, name, budgets, compact = [], chat.model.replace("/", "_"), ENDPOINT_BUDGET, {}
+        notes, name, budgets = [], getattr(chat, "model", chat.name).replace("/", "_"), ENDPOINT_BUDGET
     if judge is None and judge_spec:
-        jm, _, jurl = judge_spec.partition("@")  # a judge without a URL is asked at the stack's endpoint
-        judge = chat_model(f"{jm}@{jurl or (spec or '').partition('@')[2]}" if jm != "embedded" else jm, cache,
-                           concurrency, cost)
+        kind, args, _ = parse(judge_spec)
+        if kind == "endpoint" and "@" not in args:  # a judge without a URL is asked at the stack's endpoint
+            judge_spec = f"endpoint:{args}@{parse(spec)[1].partition('@')[2]}"
+        judge = chat_model(judge_spec, cache, concurrency, cost)
     return chat, judge or chat, name, parse_budgets(max_tokens, budgets), compact, notes
 
 
@@ -123,9 +119,9 @@ def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], budge
         models = [chat] + ([judge] if judge is not chat else [])
 
         def counts() -> dict:
-            return {"requests answered": sum(m.usage.calls for m in models),
-                    "reused (cache, in flight)": sum(m.usage.cached for m in models),
-                    "failed": sum(m.usage.failed for m in models)}
+            return {"requests answered": sum(usage_of(m).calls for m in models),
+                    "reused (cache, in flight)": sum(usage_of(m).cached for m in models),
+                    "failed": sum(usage_of(m).failed for m in models)}
 
         with progress_bar() as bar:
             summary = run_bench(folder, chat, out, judge, cfg, progress=progress_callback(bar, counts))
@@ -139,8 +135,8 @@ def run_stack(folder: Path, out: Path, chat, judge, cfg, notes: list[str], budge
                      f" ({summary['parametric_requests']} requests).",
                      f"Structured outputs: {summary['structured_output']}"
                      + (f"; judge: {structured_mode(judge)}" if judge is not chat else "") + "."]
-    usage = {"answer_model": chat.usage.as_dict()} | ({"judge_model": judge.usage.as_dict()} if judge is not chat
-                                                      else {})
+    usage = {"answer_model": usage_of(chat).as_dict()} | ({"judge_model": usage_of(judge).as_dict()}
+                                                          if judge is not chat else {})
     summary |= {"notes": notes, "usage": usage, "price_per_1k": list(prices), "budget": budget,
                 "judge": getattr(judge, "name", "")}
     return summary
@@ -151,7 +147,9 @@ def bench_run(
                                 "mini benchmark into runs/bench."),
     out: Path = typer.Option(Path("runs/bench-run"), help="Run folder: calls cache, judged files, report."),
     endpoint: str = typer.Option(None, help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama, an API)."),
-    model: str = typer.Option(None, help="Model name at the endpoint; none: the embedded SmolLM2 model."),
+    model: str = typer.Option(None, help="Model name at --endpoint; or, without --endpoint, a chat model spec: "
+                              "endpoint:MODEL@URL, embedded, or a registered backend's NAME:ARGS; none: the embedded "
+                              "SmolLM2 model."),
     judge_model: str = typer.Option(None, help="Judge model at the endpoint (default: the answer model)."),
     judge: str = typer.Option(None, "--judge", help="A fixed judge 'MODEL@URL' apart from the generator "
                               "('embedded' for the offline model): Table 3's protocol."),
@@ -191,12 +189,27 @@ def bench_run(
                 raise UsageError(f"--stack {item!r}: expected NAME=MODEL@URL or NAME=embedded")
             specs.append((name.strip(), spec.strip()))
     else:
-        specs = [(None, f"{model or 'default'}@{endpoint or ''}" if (model or endpoint) else None)]
+        specs = [(None, stack_spec(model, endpoint))]
     if folder is not None:
         load_rows(folder)  # a folder without rows is refused before anything is written
     with RunLock(out, "mmaudit bench run", wait):
         folder = mini_folder(folder)
         run_bench_command(params, folder, out, specs, prices, locals())
+
+
+def usage_of(chat):
+    """A chat model's calls, tokens and cost (a backend that keeps none: all zero)."""
+    from mmaudit.models.chat.endpoint import Usage
+
+    return getattr(chat, "usage", None) or Usage()
+
+
+def stack_spec(model: str | None, endpoint: str | None) -> str | None:
+    """The chat spec of `--model` / `--endpoint`: a full spec as it is, a model name at the endpoint, or None
+    (the embedded model)."""
+    if model and not endpoint and (":" in model or model == "embedded"):
+        return model
+    return f"endpoint:{model or 'default'}@{endpoint or ''}" if (model or endpoint) else None
 
 
 def run_bench_command(params: dict, folder: Path, out: Path, specs: list, prices: tuple[float, float],

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from mmaudit.models.chat.backends import backend
 from mmaudit.models.chat.base import Message, text_content
 from mmaudit.models.chat.endpoint import Usage
 from mmaudit.store import RunStore, key_of
@@ -37,6 +38,10 @@ class EmbeddedChat:
 
     takes_budget = True  # chat_many(requests, max_new_tokens=...)
     takes_schema = True  # chat_many(requests, schema=...) asks for JSON of that schema
+    # a 135M model on 2 cores: prompt prefill is the whole cost, so the bench cuts its evidence (and says so)
+    evidence_cut = {"passages": 2, "words": 30}
+    notice = NOTICE
+    stack_name = "embedded"
 
     def __post_init__(self) -> None:
         self.name = "embedded:SmolLM2-135M-Instruct"
@@ -116,3 +121,9 @@ class EmbeddedChat:
 
     def chat(self, messages: Sequence[Message], **kwargs) -> str:
         return self.chat_many([messages])[0]
+
+
+@backend("embedded", spec="embedded")
+def embedded_backend(args: str, cache: Path | None, settings: dict) -> EmbeddedChat:
+    """``embedded``: the offline SmolLM2 (no arguments)."""
+    return EmbeddedChat(cache=cache)

@@ -37,6 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from mmaudit.errors import MMAuditError
+from mmaudit.models.chat.backends import backend
 from mmaudit.models.chat.base import BudgetExceeded, FailedReply, Message
 from mmaudit.models.chat.probe import error_text, rejects_format, response_format
 from mmaudit.store import RunStore, key_of
@@ -129,6 +130,7 @@ class OpenAIChat:
 
     takes_budget = True  # chat_many(requests, max_new_tokens=...) sets max_tokens per call
     takes_schema = True  # chat_many(requests, schema=...) asks for JSON of that schema
+    probes = True  # the bench probes an endpoint's capabilities (and, for images, shows it a canary) first
 
     def __post_init__(self) -> None:
         self.name = f"openai:{self.model}"
@@ -329,3 +331,12 @@ class OpenAIChat:
 
     def chat(self, messages: Sequence[Message], **kwargs) -> str:
         return self.chat_many([messages])[0]
+
+
+@backend("endpoint", spec="endpoint:MODEL@URL")
+def endpoint_backend(args: str, cache: Path | None, settings: dict) -> OpenAIChat:
+    """``endpoint:MODEL@URL``: an OpenAI-compatible endpoint (no MODEL: 'default'; no URL: the client's default);
+    ``settings``: ``concurrency``, ``cost`` (price and budget)."""
+    model, _, url = args.partition("@")
+    return OpenAIChat(model or "default", base_url=url or None, cache=cache,
+                      concurrency=settings.get("concurrency", 8), **(settings.get("cost") or {}))
