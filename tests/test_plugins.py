@@ -21,8 +21,9 @@ from mmaudit.cli import app
 from mmaudit.pathways import registry
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ("tp_first_token", "tp_corner_stamp", "tp_tally", "tp_majority_vote", "majority vote", "tp_canned", "mmaudit_testplugin",
-         "Plugin first token", "Plugin corner stamp", "paligemma", "PaliGemma", "plugin_by_flag", "flag_first_token")
+NAMES = ("tp_first_token", "tp_corner_stamp", "tp_tally", "tp_majority_vote", "majority vote", "tp_canned",
+         "mmaudit_testplugin", "Plugin first token", "Plugin corner stamp", "paligemma", "PaliGemma", "plugin_by_flag",
+         "flag_first_token")
 
 pytestmark = pytest.mark.skipif(not registry.known("tp_first_token"),
                                 reason="tests/plugin_dist is not installed (make test installs it)")
