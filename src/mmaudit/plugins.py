@@ -63,3 +63,21 @@ def use(*modules: str) -> None:
 def used() -> list[str]:
     """The modules :func:`use` imported in this process, in order."""
     return list(_used)
+
+
+class Registry:
+    """Entries of one kind by name (datasets, chat backends, SATR routers): ``add`` registers, ``entries`` first
+    imports what the kind's entry points name, so a lookup always sees installed plugins."""
+
+    def __init__(self, kind: str) -> None:
+        if kind not in GROUPS:
+            raise ValueError(f"unknown plugin kind {kind!r}; known: {', '.join(GROUPS)}")
+        self.kind = kind
+        self._entries: dict = {}
+
+    def add(self, name: str, entry) -> None:
+        self._entries[name] = entry
+
+    def entries(self) -> dict:
+        load(self.kind)
+        return dict(self._entries)

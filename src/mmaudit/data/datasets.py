@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from mmaudit.data.sample import Sample
 from mmaudit.errors import InputError
 from mmaudit.judge.match import RULES
+from mmaudit.plugins import Registry
 
 Item = Sample | InputError
 DEFAULT_FLOOR = 0.10  # a task family nobody declared: the loosest real-dataset floor
@@ -38,11 +39,11 @@ class Dataset:
             raise ValueError(f"dataset {self.name!r}: judge_rule must be one of {RULES}, got {self.judge_rule!r}")
 
 
-_REGISTRY: dict[str, Dataset] = {}
+_REGISTRY = Registry("datasets")
 
 
 def register(entry: Dataset) -> Dataset:
-    _REGISTRY[entry.name] = entry
+    _REGISTRY.add(entry.name, entry)
     return entry
 
 
@@ -59,10 +60,7 @@ def dataset(name: str, *, judge_rule: str, floor: float, instruction: str = "", 
 
 def datasets() -> dict[str, Dataset]:
     """Every registered task family (mmaudit's own and installed plugins' imported first)."""
-    from mmaudit import plugins
-
-    plugins.load("datasets")
-    return dict(_REGISTRY)
+    return _REGISTRY.entries()
 
 
 def lookup(name: str) -> Dataset | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mmaudit.errors import UsageError
+from mmaudit.plugins import Registry
 
 Factory = Callable[[str, Path | None, dict], Any]
 
@@ -28,24 +29,21 @@ class Backend:
     spec: str  # how it is written, for messages and --help
 
 
-_REGISTRY: dict[str, Backend] = {}
+_REGISTRY = Registry("backends")
 
 
 def backend(name: str, *, spec: str) -> Callable[[Factory], Factory]:
     """Register the decorated factory as backend ``name`` (written ``spec``)."""
 
     def register(make: Factory) -> Factory:
-        _REGISTRY[name] = Backend(name, make, spec)
+        _REGISTRY.add(name, Backend(name, make, spec))
         return make
 
     return register
 
 
 def backends() -> dict[str, Backend]:
-    from mmaudit import plugins
-
-    plugins.load("backends")
-    return dict(_REGISTRY)
+    return _REGISTRY.entries()
 
 
 def parse(spec: str | None) -> tuple[str, str, bool]:

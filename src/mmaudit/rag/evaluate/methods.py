@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mmaudit.plugins import Registry
 from mmaudit.rag.evaluate import routers as r
 from mmaudit.rag.evaluate.routers import Candidates, Resolution, Routed
 
@@ -39,24 +40,21 @@ class Router:
     decide: Decide
 
 
-_REGISTRY: dict[str, Router] = {}
+_REGISTRY = Registry("routers")
 
 
 def router(name: str, *, display: str) -> Callable[[Decide], Decide]:
     """Register the decorated ``decide(candidates, replies) -> (Routed, replies used)`` as method ``name``."""
 
     def register(decide: Decide) -> Decide:
-        _REGISTRY[name] = Router(name, display, decide)
+        _REGISTRY.add(name, Router(name, display, decide))
         return decide
 
     return register
 
 
 def routers() -> dict[str, Router]:
-    from mmaudit import plugins
-
-    plugins.load("routers")
-    return dict(_REGISTRY)
+    return _REGISTRY.entries()
 
 
 def methods() -> tuple[str, ...]:
