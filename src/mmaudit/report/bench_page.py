@@ -14,13 +14,13 @@ import numpy as np
 from mmaudit.errors import FolderError, InputError, json_reason
 from mmaudit.manifest import invocations
 from mmaudit.rag.construct.records import IMAGE_ATTACKS
+from mmaudit.rag.evaluate.methods import BRANCH_METHODS
 from mmaudit.report import plots
 from mmaudit.report.html import Page, esc, figure, png_uri, read_rgb, runs_html, table
 from mmaudit.report.markdown import md_table
 from mmaudit.store import RunStore
 
 Table = tuple[str, list[str], list[list[str]]]
-BRANCHES = ("parametric", "text_only", "full_mm")
 ROW_LIMIT = 240  # rows in the browser; the judged files hold them all
 SYNTHETIC = ("SYNTHETIC FALSE STATEMENTS: this evidence was polluted on purpose by the benchmark; it is not "
              "true.")
@@ -160,7 +160,7 @@ def _browser(name: str, per: dict, folder_rows: dict) -> str:
             for r in rs:
                 rows[(ds, str(r["qid"]), r["regime"])][m] = r
     keys = sorted(rows)
-    methods = [m for m in BRANCHES if m in per] + sorted(m for m in per if m not in BRANCHES)
+    methods = [m for m in BRANCH_METHODS if m in per] + sorted(m for m in per if m not in BRANCH_METHODS)
     ident = f"rows-{name}"
     body = []
     for k in keys[:ROW_LIMIT]:
@@ -174,7 +174,7 @@ def _browser(name: str, per: dict, folder_rows: dict) -> str:
             if r is None:
                 cells.append("<td></td>")
                 continue
-            route = "" if m in BRANCHES else f"<b>{esc(r.get('route'))}</b><br>"
+            route = "" if m in BRANCH_METHODS else f"<b>{esc(r.get('route'))}</b><br>"
             cells.append(f"<td class=\"ans\">{route}{esc(r.get('answer'))}<br><i>{esc(r.get('label'))}</i></td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     head = "".join(f"<th>{esc(h)}</th>" for h in ["dataset", "qid", "regime", "question", *methods])

@@ -30,7 +30,7 @@ class RowReplies:
 
 
 Decide = Callable[[Candidates, RowReplies], tuple[Routed, tuple]]
-BRANCH_METHODS = ("parametric", "text_only", "full_mm")  # one branch each, no routing: the tables' references
+BRANCH_METHODS = r.SOURCES  # the three branches, one method each, no routing: the tables' references
 
 
 @dataclass(frozen=True)
