@@ -88,7 +88,7 @@ def test_bench_run_against_llama_cpp_decodes_under_its_form_with_no_failed_reque
     regimes.write_text("\n".join(regimes.read_text().splitlines()[:4]) + "\n")  # four regimes of one question
     res, seconds = mmaudit("bench", "run", "--folder", str(folder), "--endpoint", llama, "--model", "smollm2",
                            "--limit", "1", "--concurrency", "2", "--n-boot", "50", "--out", str(tmp_path / "run"),
-                           "--max-tokens", "answer=48,gate=64,resolver=96,judge=48", cwd=tmp_path, timeout=1200)
+                           "--token-budgets", "answer=48,gate=64,resolver=96,judge=48", cwd=tmp_path, timeout=1200)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     log = res.stdout
     assert "json_schema no, json_object+schema yes" in log  # the probe's line, before the work

@@ -163,8 +163,9 @@ def bench_run(
     image_detail: str = typer.Option("auto", help="OpenAI image detail: auto, low, high, or '' to leave it out."),
     parametric: str = typer.Option("per-row", help="per-row (the paper: one Parametric generation per benchmark "
                                    "row) or per-question (one, reused over the 16 regimes)."),
-    max_tokens: str = typer.Option(None, help="Token budgets per component, e.g. 'answer=512,gate=256,"
-                                   "resolver=768,judge=256' (those are the endpoint defaults)."),
+    token_budgets: str = typer.Option(None, help="Token budgets per component, e.g. 'answer=512,gate=256,"
+                                      "resolver=768,judge=256' (those are the endpoint defaults)."),
+    max_tokens: str = typer.Option(None, hidden=True, help="Deprecated: --token-budgets."),
     price: str = typer.Option(None, help="PROMPT,COMPLETION price per 1k tokens, for the cost in summary.json."),
     budget: float = typer.Option(None, help="Stop cleanly once the cost reaches this (rerun to resume)."),
     limit: int = typer.Option(None, help="Only the first N questions."),
@@ -197,6 +198,13 @@ def bench_run(
         run_bench_command(params, folder, out, specs, prices, locals())
 
 
+def budgets_option(opts: dict) -> str | None:
+    """``--token-budgets`` (``--max-tokens``, its older name here, with a note: in `audit` it is one number)."""
+    if opts.get("max_tokens"):
+        console.print("[yellow]--max-tokens is deprecated in bench commands: use --token-budgets[/yellow]")
+    return opts.get("token_budgets") or opts.get("max_tokens")
+
+
 def usage_of(chat):
     """A chat model's calls, tokens and cost (a backend that keeps none: all zero)."""
     from mmaudit.models.chat.endpoint import Usage
@@ -220,7 +228,7 @@ def run_bench_command(params: dict, folder: Path, out: Path, specs: list, prices
     from mmaudit.store import RunStore
 
     stack, judge, judge_model, endpoint = opts["stack"], opts["judge"], opts["judge_model"], opts["endpoint"]
-    concurrency, max_tokens, limit, budget = opts["concurrency"], opts["max_tokens"], opts["limit"], opts["budget"]
+    concurrency, max_tokens, limit, budget = opts["concurrency"], budgets_option(opts), opts["limit"], opts["budget"]
     out.mkdir(parents=True, exist_ok=True)
     run = Invocation(RunStore(out / "runs.jsonl"), "bench run", params | {"folder": str(folder.resolve())})
     cost = {"price_per_1k": prices, "budget": budget}

@@ -60,15 +60,24 @@ class PlacementOptions(Options):
     activation_checkpointing: str = option(
         "auto", "Activation checkpointing in attacks: auto (mlp+norms on a GPU, none on CPU), none, mlp (recompute "
         "the MLP blocks), mlp+norms (and the normalisations) or layers (recompute every layer).",
-        "--activation-checkpointing", "--checkpoint")
+        "--activation-checkpointing")
+    checkpoint: str | None = option(None, "Deprecated: --activation-checkpointing ('checkpoint' names a weights "
+                                    "folder).", "--checkpoint")
     batch: str = option("auto", "Samples per batch: a number, or auto (64 to start with on a GPU, halved when "
                         "memory runs out and the size that fits remembered; 32 on CPU).")
 
     def placement(self):
         from mmaudit.models.load import Placement
 
+        mode = self.activation_checkpointing
+        if self.checkpoint is not None:
+            from mmaudit.cli.common import console
+
+            console.print(f"[yellow]--checkpoint is deprecated: use --activation-checkpointing {self.checkpoint}"
+                          "[/yellow]")
+            mode = self.checkpoint
         return Placement(device=self.device, dtype=self.dtype, device_map=self.device_map,
-                         max_pixels=self.max_pixels, activation_checkpointing=self.activation_checkpointing)
+                         max_pixels=self.max_pixels, activation_checkpointing=mode)
 
 
 class EndpointOptions(Options):

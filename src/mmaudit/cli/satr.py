@@ -57,10 +57,11 @@ def bench_ablate(
     judge: str = typer.Option(None, help="'MODEL@URL' judge; default: the generator."),
     concurrency: int = typer.Option(8),
     limit: int = typer.Option(None, help="Only the first N questions."),
-    max_tokens: str = typer.Option(None, help="Token budgets per component (as in bench run)."),
+    token_budgets: str = typer.Option(None, help="Token budgets per component (as in bench run)."),
+    max_tokens: str = typer.Option(None, hidden=True, help="Deprecated: --token-budgets."),
 ) -> None:
     """SATR ablations on a benchmark: TC, TP, Drop, Balanced per variant, deltas against the full method."""
-    from mmaudit.cli.bench import EMBEDDED_LIMIT, mini_folder, stack_models
+    from mmaudit.cli.bench import EMBEDDED_LIMIT, budgets_option, mini_folder, stack_models
     from mmaudit.rag.evaluate.ablate import ablate_components, ablate_fields
     from mmaudit.rag.evaluate.config import BenchConfig
     from mmaudit.rag.evaluate.tables import pct
@@ -69,7 +70,8 @@ def bench_ablate(
         raise UsageError("choose one of --fields and --components")
     folder = mini_folder(folder)
     out.mkdir(parents=True, exist_ok=True)
-    chat, judge_chat, name, budgets, compact, notes = stack_models(out, model, judge, concurrency, {}, max_tokens)
+    chat, judge_chat, name, budgets, compact, notes = stack_models(
+        out, model, judge, concurrency, {}, budgets_option({"token_budgets": token_budgets, "max_tokens": max_tokens}))
     cfg = BenchConfig(stack=name, limit=limit if limit is not None else (EMBEDDED_LIMIT if compact else None),
                       budgets=budgets, **compact)
     kind = "fields" if fields else "components"
