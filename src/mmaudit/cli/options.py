@@ -33,11 +33,12 @@ class Options(BaseModel):
 
 
 class PluginOptions(Options):
-    """Modules that register attacks or model families (:mod:`mmaudit.plugins`), imported by each command first
-    (:meth:`load_plugins`): the run record keeps them, so `audit transfer` and Ray actors import them too."""
+    """Modules that register attacks, model families or datasets (:mod:`mmaudit.plugins`), imported by each command
+    first (:meth:`load_plugins`): the run record keeps them, so `audit transfer` and Ray actors import them too."""
 
-    plugin: list[str] = option([], "A module to import first that registers attacks or model families (repeat for "
-                               "more); installed plugins are found by their entry points without it.", "--plugin")
+    plugin: list[str] = option([], "A module to import first that registers attacks, model families or datasets "
+                               "(repeat for more); installed plugins are found by their entry points without it.",
+                               "--plugin")
 
     def load_plugins(self) -> None:
         """Import the ``--plugin`` modules (before any attack or model is looked up)."""
