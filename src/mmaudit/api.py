@@ -93,7 +93,8 @@ class TensorAttack:
 
 
 def _bound(name: str, cls_name: str) -> type[TensorAttack]:
-    return type(cls_name, (TensorAttack,), {"attack_name": name, "__doc__": f"{registry.display(name)} on tensors "
+    """A :class:`TensorAttack` class for one attack (the registry is read only when it is used, not on import)."""
+    return type(cls_name, (TensorAttack,), {"attack_name": name, "__doc__": f"{cls_name} on tensors "
                                             f"(:class:`TensorAttack` bound to the registered attack {name!r})."})
 
 
