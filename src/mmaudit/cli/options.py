@@ -70,15 +70,17 @@ class PlacementOptions(Options):
     def placement(self):
         from mmaudit.models.load import Placement
 
-        mode = self.activation_checkpointing
+        return Placement(device=self.device, dtype=self.dtype, device_map=self.device_map,
+                         max_pixels=self.max_pixels, activation_checkpointing=self.activation_checkpointing)
+
+    def model_post_init(self, context: Any) -> None:
+        """The deprecated ``--checkpoint`` read once, as the options are: its value moves to its new name."""
         if self.checkpoint is not None:
             from mmaudit.cli.common import console
 
             console.print(f"[yellow]--checkpoint is deprecated: use --activation-checkpointing {self.checkpoint}"
                           "[/yellow]")
-            mode = self.checkpoint
-        return Placement(device=self.device, dtype=self.dtype, device_map=self.device_map,
-                         max_pixels=self.max_pixels, activation_checkpointing=mode)
+            self.activation_checkpointing, self.checkpoint = self.checkpoint, None
 
 
 class EndpointOptions(Options):
