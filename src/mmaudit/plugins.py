@@ -78,6 +78,15 @@ class Registry:
     def add(self, name: str, entry) -> None:
         self._entries[name] = entry
 
+    def decorator(self, name: str, entry_of):
+        """A decorator that registers ``entry_of(decorated)`` under ``name`` and returns the decorated object."""
+
+        def register(obj):
+            self.add(name, entry_of(obj))
+            return obj
+
+        return register
+
     def entries(self) -> dict:
         load(self.kind)
         return dict(self._entries)

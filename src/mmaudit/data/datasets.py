@@ -50,12 +50,8 @@ def register(entry: Dataset) -> Dataset:
 def dataset(name: str, *, judge_rule: str, floor: float, instruction: str = "", ocr_evidence: bool = False,
             layouts: str = ""):
     """Register the decorated reader (``PATH -> Samples or InputErrors``, one per record) as ``name``'s."""
-
-    def decorate(read: Callable[[str], Iterator[Item]]):
-        register(Dataset(name, judge_rule, floor, instruction, ocr_evidence, read, layouts))
-        return read
-
-    return decorate
+    return _REGISTRY.decorator(name, lambda read: Dataset(name, judge_rule, floor, instruction, ocr_evidence, read,
+                                                          layouts))
 
 
 def datasets() -> dict[str, Dataset]:

@@ -34,12 +34,7 @@ _REGISTRY = Registry("backends")
 
 def backend(name: str, *, spec: str) -> Callable[[Factory], Factory]:
     """Register the decorated factory as backend ``name`` (written ``spec``)."""
-
-    def register(make: Factory) -> Factory:
-        _REGISTRY.add(name, Backend(name, make, spec))
-        return make
-
-    return register
+    return _REGISTRY.decorator(name, lambda make: Backend(name, make, spec))
 
 
 def backends() -> dict[str, Backend]:

@@ -45,12 +45,7 @@ _REGISTRY = Registry("routers")
 
 def router(name: str, *, display: str) -> Callable[[Decide], Decide]:
     """Register the decorated ``decide(candidates, replies) -> (Routed, replies used)`` as method ``name``."""
-
-    def register(decide: Decide) -> Decide:
-        _REGISTRY.add(name, Router(name, display, decide))
-        return decide
-
-    return register
+    return _REGISTRY.decorator(name, lambda decide: Router(name, display, decide))
 
 
 def routers() -> dict[str, Router]:
