@@ -15,9 +15,15 @@
     embedding). Printed per target: today's best off-diagonal cell and the best output-loss cell against the
     surrogate cell (and their ratios to today's and to the 16/255 output-loss cell), and the black-box R+ today,
     with output-loss images, with surrogate images, with both, with 95% CIs, all on the same questions.
+(c) The strong preset as AutoAttack composes it (`--ensemble`), per level: End-PGD's references, APGD 100 steps x
+    3 restarts with the cross-entropy loss and with the targeted margin loss, each at seeds 0, 1 and 2 (the first,
+    cross-entropy at seed 0, is the strong preset before the ensemble); then the ensemble (the cross-entropy, DLR,
+    targeted margin, then Square) with what each member flipped of what reached it and its passes; whether it
+    flips every question each reference run flips, and its passes against the old preset's; and Square alone on
+    all of C (its own ASR).
 
 Run: .venv/bin/python benchmarks/attack_strength.py [--levels L1] [--n 32] [--skip-transfer]
-     [--surrogate-settings default,m-attack] [--json FILE]
+     [--surrogate-settings default,m-attack] [--ensemble] [--json FILE]
 """
 
 from __future__ import annotations
@@ -82,6 +88,68 @@ def white_box(levels: list[str], n: int) -> list[dict]:
                     rows.append(row)
                     print(f"| {registry.display(attack)} | {optimiser.upper()} | {steps} | {restarts} | "
                           f"{row['asr']:.1f} | {row['passes']:.1f} | {row['seconds']:.0f} |", flush=True)
+    return rows
+
+
+def run_attack(vlm, samples, atk, batch: int = 32) -> dict:
+    """One attack over C in batches: the set it flipped, mean passes per question of C, per-member flips and
+    passes (an ensemble's), wall time."""
+    flipped, passes, members, t0 = set(), 0, {}, time.perf_counter()
+    for i in range(0, len(samples), batch):
+        chunk = samples[i : i + batch]
+        res = atk(vlm, chunk)
+        flipped |= {s.id for s, f in zip(chunk, res.flipped) if f}
+        passes += sum(res.passes)
+        for f, kept, mp in zip(res.flipped, res.member, res.member_passes):
+            for m, p in mp.items():
+                row = members.setdefault(m, {"reached": 0, "flipped": 0, "passes": 0})
+                row["reached"] += 1
+                row["passes"] += p
+                row["flipped"] += bool(f) and m == kept
+    return {"flipped": flipped, "passes": passes / len(samples), "members": members,
+            "seconds": time.perf_counter() - t0}
+
+
+def ensemble(levels: list[str], n: int, seeds: tuple[int, ...] = (0, 1, 2)) -> list[dict]:
+    from mmaudit.pathways.pixel import EndPGD
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for level in levels:
+            vlm = load_zoo(level)
+            samples = clean_correct(vlm, n, Path(tmp))
+            k = len(samples)
+            print(f"\n(c) zoo {level}: |C| = {k}, eps 8/255, End-PGD; ASR in % of C, passes per question of C")
+            print("| run | ASR % | passes | wall s |")
+            print("| --- | --- | --- | --- |")
+            refs = {}
+            for loss in ("ce", "margin"):
+                for seed in seeds:
+                    r = run_attack(vlm, samples, EndPGD(eps=8 / 255, steps=100, optimiser="apgd", restarts=3,
+                                                        loss=loss, seed=seed))
+                    refs[(loss, seed)] = r
+                    print(f"| APGD-{loss.upper()} 100 x 3, seed {seed} | {100 * len(r['flipped']) / k:.1f} | "
+                          f"{r['passes']:.1f} | {r['seconds']:.0f} |", flush=True)
+            strong = run_attack(vlm, samples, EndPGD(eps=8 / 255, steps=100, optimiser="apgd", members=EndPGD.STRONG))
+            square = run_attack(vlm, samples, EndPGD(eps=8 / 255, members=("square:400",)))
+            union = set().union(*(r["flipped"] for r in refs.values()))
+            old = refs[("ce", 0)]
+            print(f"| strong (ensemble {' → '.join(EndPGD.STRONG)}) | {100 * len(strong['flipped']) / k:.1f} | "
+                  f"{strong['passes']:.1f} | {strong['seconds']:.0f} |")
+            print(f"| Square alone, 400 queries | {100 * len(square['flipped']) / k:.1f} | {square['passes']:.1f} | "
+                  f"{square['seconds']:.0f} |")
+            print("\n| member | questions reached | flipped | mean passes per question of C |")
+            print("| --- | --- | --- | --- |")
+            for m, r in strong["members"].items():
+                print(f"| {m} | {r['reached']} | {r['flipped']} | {r['passes'] / k:.1f} |")
+            missed = {name: sorted(r["flipped"] - strong["flipped"]) for name, r in refs.items()}
+            print(f"\nflipped by a reference run but not by strong: "
+                  f"{ {f'{lo}/seed {sd}': len(v) for (lo, sd), v in missed.items()} }; union of the six reference "
+                  f"runs {len(union)} of {k}, of which strong flips {len(union & strong['flipped'])}; passes: strong "
+                  f"{strong['passes']:.1f} against the old preset's {old['passes']:.1f} "
+                  f"({strong['passes'] / old['passes']:.2f}x)")
+            rows.append({"level": level, "n_correct": k, "strong": strong, "square": square, "union": union,
+                         "refs": {f"{lo}:{sd}": r for (lo, sd), r in refs.items()}, "missed": missed})
     return rows
 
 
@@ -167,6 +235,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=32, help="questions per task family")
     ap.add_argument("--skip-white-box", action="store_true")
     ap.add_argument("--skip-transfer", action="store_true")
+    ap.add_argument("--ensemble", action="store_true", help="run (c), the strong preset's ensemble, on --levels")
     ap.add_argument("--surrogate-settings", default="default,m-attack",
                     help=f"comma-separated, of {','.join(SURROGATE_SETTINGS)}")
     ap.add_argument("--threads", type=int, default=2)
@@ -174,6 +243,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     out = {}
+    if args.ensemble:
+        out["ensemble"] = ensemble(args.levels.split(","), args.n)
     if not args.skip_white_box:
         out["white_box"] = white_box(args.levels.split(","), args.n)
     if not args.skip_transfer:

@@ -258,19 +258,40 @@ def records(path, kind):
 def test_strength_presets_are_named_in_the_run_record_and_keyed(tmp_path):
     out = tmp_path / "strong"
     res = CliRunner().invoke(app, ["audit", "--model", "zoo:L1", "--data", "synthetic:1", "--strength", "strong",
-                                   "--steps", "3", "--attacks", "end_pgd,vis_pgd", "--n-boot", "50", "--recovery",
-                                   "0", "--ocr-limit", "0", "--out", str(out)])
+                                   "--steps", "3", "--attacks", "end_pgd,vis_pgd", "--attack",
+                                   "end_pgd:members=ce+dlr+square:20", "--attack", "vis_pgd:members=cosine:x3+square:5",
+                                   "--n-boot", "50", "--recovery", "0", "--ocr-limit", "0", "--out", str(out)])
     assert res.exit_code == 0, res.output
     run = records(out / "results.jsonl", "run")[-1]["params"]
-    assert run["attack_strength"] == {"preset": "strong", "optimiser": "apgd", "steps": 3, "restarts": 3}
+    assert run["attack_strength"] == {"preset": "strong", "optimiser": "apgd", "steps": 3, "restarts": 1,
+                                      "ensemble": True}
     params = {r["attack"]: r["params"] for r in records(out / "results.jsonl", "attack")}
-    assert all((p["optimiser"], p["restarts"], p["steps"]) == ("apgd", 3, 3) for p in params.values())
-    assert all(r["restart"] in (0, 1, 2) for r in records(out / "results.jsonl", "attack"))  # whose image was kept
+    assert all((p["optimiser"], p["steps"]) == ("apgd", 3) and "restarts" not in p for p in params.values())
+    assert params["end_pgd"]["members"] == ["ce", "dlr", "square:20"]
+    for r in records(out / "results.jsonl", "attack"):  # who flipped it (or ran last), which run, what each cost
+        assert r["member"] in r["member_passes"] and list(r["member_passes"])[-1] == r["member"]
+        assert sum(r["member_passes"].values()) == r["passes"]
+        assert r["restart"] in ((0, 1, 2) if r["member"] == "cosine:x3" else (0,))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["strength"]["preset"] == "strong"
-    assert any("strength strong (APGD, 3 steps, 3 restarts)" in s for s in summary["headline"]["sentences"])
+    assert any("strength strong (APGD, 3 steps per gradient member; ensembles End-PGD: ce → dlr → square:20; "
+               "Vis-PGD: cosine:x3 → square:5)" in s for s in summary["headline"]["sentences"])
     bad = CliRunner().invoke(app, ["audit", "--strength", "hard", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "--strength 'hard'" in bad.output
+
+
+def test_the_strong_preset_runs_each_pixel_attack_as_its_ensemble_and_leaves_the_others_as_they_were():
+    from mmaudit.audit.config import attack_params, make_attack
+    from mmaudit.cli.options import AuditOptions
+
+    strong = AuditOptions(strength="strong").audit_config()
+    assert make_attack("end_pgd", strong).members == ("ce", "dlr", "margin", "square:400")
+    assert make_attack("vis_pgd", strong).members == ("cosine:x3", "square:400")
+    assert make_attack("mantis", strong).members == ("divergence:x3", "square:400")
+    assert list(attack_params("end_pgd", strong)["members"]) == ["ce", "dlr", "margin", "square:400"]
+    for preset in ("paper", "fast"):  # no ensemble: keys without members, as before
+        cfg = AuditOptions(strength=preset).audit_config()
+        assert all("members" not in attack_params(a, cfg) for a in ("end_pgd", "vis_pgd", "mantis"))
 
 
 def test_leave_one_out_surrogates_transfer_and_never_count_for_a_target_they_were_made_from(tmp_path):

@@ -186,7 +186,8 @@ class AuditResult:
                                         Estimate.of(row.get("r_plus")), Estimate.of(row.get("gap")), pick["asr_"],
                                         pick["delta_"])
         return cls(folder, models, levels, list(summary["headline"]["sentences"]),
-                   list(summary["validity"]["warnings"]), summary)
+                   list(summary["validity"]["warnings"]) + (summary.get("masking") or {}).get("warnings", []),
+                   summary)
 
     def records(self, kind: str | None = "attack") -> list[dict]:
         """The run's per-sample records of one kind ('clean', 'attack', 'recovery', ...; None: every kind)."""

@@ -38,6 +38,8 @@ class AuditConfig:
     optimiser: str = "pgd"  # the pixel attacks' step rule: pgd (signed steps of alpha) or apgd (Croce & Hein)
     restarts: int = 1  # runs per sample of each pixel attack, the worst case kept (later ones from random starts)
     end_loss: str = "ce"  # End-PGD's objective: ce (the paper's) or margin (wrong answer's vs the clean answer's)
+    # each pixel attack as AutoAttack composes it (the strong preset): its objectives in turn, then Square
+    ensemble: bool = False
     # an attack's own fields set by name ({"end_pgd": {"loss": "margin", "steps": 100}}), after the settings above
     attack_options: dict[str, dict] = field(default_factory=dict)
 

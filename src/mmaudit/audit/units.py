@@ -128,6 +128,9 @@ def pixel_attack_unit(vlm: VLM, attack, chunk: list[Sample], keys: list[str], ju
     if getattr(attack, "restarts", 1) > 1:  # which run's image was kept (single-run records stay as they were)
         for rec, r in zip(records, res.restart):
             rec["restart"] = r
+    if res.member:  # an ensemble: the member (and its run) whose image was kept, what each member it reached cost
+        for rec, m, mp, r in zip(records, res.member, res.member_passes, res.restart):
+            rec["member"], rec["member_passes"], rec["restart"] = m, mp, r
     return UnitResult(records, files)
 
 

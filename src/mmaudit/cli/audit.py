@@ -186,7 +186,7 @@ def print_summary(out: Path, n_boot: int | None = None, transfer_only: bool = Fa
     console.rule("Headline")
     for sentence in summary["headline"]["sentences"]:
         console.print(f"- {escape(sentence)}", soft_wrap=True)
-    for warning in summary["validity"]["warnings"]:
+    for warning in summary["validity"]["warnings"] + (summary.get("masking") or {}).get("warnings", []):
         console.print(f"[yellow]Warning: {escape(warning)}[/yellow]")
     if summary["errors"]:
         console.print(f"[yellow]{len(summary['errors'])} errors (samples that could not be audited, replies that "

@@ -122,9 +122,11 @@ class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
     attacks: str = option("vis_pgd,end_pgd,mantis,typo_evid,nat_evid", "Comma-separated attacks of both pathways "
                           "(any registered attack; default the paper's five).")
     eps: str = option("8/255", "L-infinity radius in [0, 1] pixel units, e.g. 8/255.")
-    strength: str = option("paper", "How hard the pixel attacks try: fast (PGD, 10 steps), paper (PGD, 40 steps: the "
-                           "paper's protocol), strong (APGD, 100 steps, 3 restarts: AutoAttack's schedule). "
-                           "--steps, --optimiser and --restarts override it.")
+    strength: str = option("paper", "How hard the pixel attacks try: fast (PGD, 10 steps), paper (PGD, 40 steps: "
+                           "the paper's protocol), strong (AutoAttack's composition: each pixel attack's objectives "
+                           "in turn with APGD, 100 steps each, on what earlier ones left, then the gradient-free "
+                           "Square attack; it warns when Square flips what every gradient attack left). --steps, "
+                           "--optimiser and --restarts override it.")
     steps: int | None = option(None, "Steps (model passes) per sample and restart (default: the strength's).")
     optimiser: str | None = option(None, "pgd (signed steps of --alpha) or apgd (Croce & Hein's step-size "
                                    "schedule with momentum; --alpha unused); default: the strength's.")
@@ -174,6 +176,7 @@ class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
         strength = self.resolved_strength()
         return AuditConfig(attacks=parse_list(self.attacks), eps=parse_eps(self.eps), steps=strength["steps"],
                            optimiser=strength["optimiser"], restarts=strength["restarts"], end_loss=self.end_pgd_loss,
+                           ensemble=strength["ensemble"],
                            alpha=self.alpha, seed=self.seed, batch=self.placement().batch(self.batch),
                            early_stop=not self.paper_protocol, downscale=self.downscale,
                            typo_position=self.typo_position, max_chars=self.max_chars, editor=make_editor(self.editor),
@@ -203,9 +206,11 @@ class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
 
 
 # The pixel attacks' strength presets; "paper" is the default and reproduces every earlier figure.
-STRENGTHS = {"fast": {"optimiser": "pgd", "steps": 10, "restarts": 1},
-             "paper": {"optimiser": "pgd", "steps": 40, "restarts": 1},
-             "strong": {"optimiser": "apgd", "steps": 100, "restarts": 3}}
+# "strong" runs each pixel attack as AutoAttack composes it: its objectives in turn (APGD, 100 steps each), each on
+# what the earlier ones left, then the gradient-free Square search (the attack class's STRONG members).
+STRENGTHS = {"fast": {"optimiser": "pgd", "steps": 10, "restarts": 1, "ensemble": False},
+             "paper": {"optimiser": "pgd", "steps": 40, "restarts": 1, "ensemble": False},
+             "strong": {"optimiser": "apgd", "steps": 100, "restarts": 1, "ensemble": True}}
 
 
 class TransferOptions(PluginOptions, PlacementOptions, EndpointOptions):

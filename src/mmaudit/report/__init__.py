@@ -5,6 +5,7 @@ from __future__ import annotations
 from mmaudit.report.diagnostics import examples, ocr_summary, recovery_summary, text_diagnostics
 from mmaudit.report.headline import headline
 from mmaudit.report.markdown import write_report
+from mmaudit.report.masking import masking_check, member_table
 from mmaudit.report.risk import model_flags, risk_summary, wanted
 from mmaudit.report.tables import all_tables, table_rows
 from mmaudit.report.transfer import transfer_summary
@@ -39,6 +40,8 @@ def summarise(store: RunStore, attack_params: dict[str, dict] | None = None, n_b
     summary["ocr"] = ocr_summary(store)
     summary["examples"] = examples(store, attack_params)
     summary["validity"] = clean_validity(store)
+    summary["masking"] = masking_check(store, attack_params)
+    summary["members"] = member_table(store, attack_params)
     summary["transfer"] = transfer_summary(store, attack_params, n_boot, seed)
     summary["endpoint_checks"] = list({r["fingerprint"]: r for r in store.records("endpoint_check")}.values())
     summary["headline"] = headline(summary)

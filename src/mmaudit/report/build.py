@@ -72,11 +72,12 @@ def strength_of(run_params: dict, attack_params: dict) -> dict | None:
     pixel = [p for a, p in attack_params.items() if registry.is_pixel(a) and not registry.spec(a).transfer_only]
     if not pixel:
         return None
+    members = {a: list(p["members"]) for a, p in attack_params.items() if isinstance(p, dict) and p.get("members")}
     if run_params.get("attack_strength"):
-        return run_params["attack_strength"]
+        return run_params["attack_strength"] | ({"members": members} if members else {})
     p = pixel[0]
     return {"preset": None, "optimiser": p.get("optimiser", "pgd"), "steps": p["steps"],
-            "restarts": p.get("restarts", 1)}
+            "restarts": p.get("restarts", 1)} | ({"members": members} if members else {})
 
 
 def rebuild_audit(run: Path, n_boot: int | None = None) -> tuple[dict, list[Path]]:

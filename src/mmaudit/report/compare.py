@@ -62,9 +62,31 @@ def paired_difference(a: ModelFlags, b: ModelFlags, attacks_a: list[str], attack
         return [float(d[0]), float(lo), float(hi)]
 
     both = (pa[0] * pb[0]).astype(bool)  # in both runs' clean-correct sets
+    only_run, only_ref = both & (pb[1] > 0) & ~(pa[1] > 0), both & (pa[1] > 0) & ~(pb[1] > 0)
     return {"shared": n, "r_plus": ci(d_plus), "gap": ci(d_gap), "both_correct": int(both.sum()),
-            "only_run": int((both & (pb[1] > 0) & ~(pa[1] > 0)).sum()),
-            "only_reference": int((both & (pa[1] > 0) & ~(pb[1] > 0)).sum())}
+            "only_run": int(only_run.sum()), "only_reference": int(only_ref.sum()),
+            "only_run_questions": [q for q, o in zip(shared, only_run) if o],
+            "only_reference_questions": [q for q, o in zip(shared, only_ref) if o]}
+
+
+def flipping_members(store) -> dict[tuple[str, str, str], list[str]]:
+    """(model, level, question) -> the ensemble members that flipped it (one per pixel attack that ran as an
+    ensemble), from the records alone."""
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for r in store.records("attack"):
+        if r.get("member") and r["flipped"]:
+            out.setdefault((r["model"], r["level"], r["sample"]), []).append(
+                f"{registry.display(r['attack'])} {r['member']}")
+    return out
+
+
+def by_member(questions: list[str], members: dict, model: str, level: str) -> dict[str, int]:
+    """How many of ``questions`` each ensemble member flipped (a question two attacks flipped counts for both)."""
+    counts: dict[str, int] = {}
+    for q in questions:
+        for m in members.get((model, level, q), []):
+            counts[m] = counts.get(m, 0) + 1
+    return counts
 
 
 def compare_runs(runs: list[Path], out: Path, n_boot: int = 2000, seed: int = 0) -> dict:
@@ -79,7 +101,7 @@ def compare_runs(runs: list[Path], out: Path, n_boot: int = 2000, seed: int = 0)
         summary, store, invocations, params = audit_summary(run, n_boot)
         loaded.append({"run": run, "name": run.name if run.name else str(run), "summary": summary,
                        "flags": {(m.model, m.level): m for m in model_flags(store, params)},
-                       "invocations": invocations})
+                       "invocations": invocations, "members": flipping_members(store)})
     names = [x["name"] for x in loaded]
     if len(set(names)) < len(names):
         names = [str(x["run"]) for x in loaded]
@@ -99,6 +121,9 @@ def compare_runs(runs: list[Path], out: Path, n_boot: int = 2000, seed: int = 0)
             if key in base["flags"] and key in x["flags"]:
                 d = paired_difference(base["flags"][key], x["flags"][key], base["summary"]["attacks"],
                                       x["summary"]["attacks"], n_boot, seed)
+                if d["shared"]:  # which ensemble members flipped what only one run flipped
+                    d["only_run_by_member"] = by_member(d["only_run_questions"], x["members"], *key)
+                    d["only_reference_by_member"] = by_member(d["only_reference_questions"], base["members"], *key)
                 diffs.append({"model": key[0], "level": key[1], "against": names[0], "run": name} | d)
     result = {"runs": [{"name": n, "folder": str(x["run"]), "headline": x["summary"].get("headline", {}),
                         "attacks": x["summary"]["attacks"], "strength": x["summary"].get("strength")}
@@ -144,7 +169,12 @@ def _only(d: dict) -> list[str]:
     """Questions of both clean-correct sets that only one run's R+ flipped, as counts of that shared C."""
     if not d["shared"]:
         return ["", ""]
-    return [f"{d['only_run']} of {d['both_correct']}", f"{d['only_reference']} of {d['both_correct']}"]
+
+    def members(counts: dict) -> str:
+        return f" ({', '.join(f'{m} {k}' for m, k in counts.items())})" if counts else ""
+
+    return [f"{d['only_run']} of {d['both_correct']}{members(d.get('only_run_by_member'))}",
+            f"{d['only_reference']} of {d['both_correct']}{members(d.get('only_reference_by_member'))}"]
 
 
 def _strength(st: dict | None) -> str:

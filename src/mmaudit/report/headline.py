@@ -73,6 +73,12 @@ def headline(summary: dict) -> dict:
         name = f"strength {st['preset']} " if st.get("preset") else ""
         sentences.append(f"Pixel attacks at {name}({strength_settings(st)}): R+ is a lower bound that a stronger "
                          "attack can only raise.")
+    masked = [m for m in (summary.get("masking") or {}).get("models", []) if m["square_only"]]
+    if masked:
+        counts = ", ".join(f"{m['model']} {m['square_only']}" for m in masked)
+        sentences.append("Gradient masking: the gradient-free Square attack flipped questions every gradient attack "
+                         f"left ({counts}): the gradients may be masked there, and R+ is then a weaker bound than it "
+                         "looks.")
     warnings = (summary.get("validity") or {}).get("warnings", [])
     if warnings:
         sentences.append(f"{len(warnings)} model-dataset pair{'s' if len(warnings) > 1 else ''} fall below the "
@@ -88,6 +94,14 @@ def headline(summary: dict) -> dict:
 
 
 def strength_settings(st: dict) -> str:
-    """How hard the pixel attacks tried, in words: "APGD, 100 steps, 3 restarts"."""
-    return f"{st['optimiser'].upper()}, {st['steps']} steps" + (f", {st['restarts']} restarts" if st["restarts"] > 1
+    """How hard the pixel attacks tried, in words: "APGD, 100 steps, 3 restarts", and an ensemble's members in
+    their order with their budgets ("End-PGD: ce → dlr → margin → square:1000")."""
+    from mmaudit.pathways import registry
+
+    text = f"{st['optimiser'].upper()}, {st['steps']} steps" + (f", {st['restarts']} restarts" if st["restarts"] > 1
                                                                  else "")
+    members = st.get("members") or {}
+    if members:
+        text += (" per gradient member; ensembles " + "; ".join(f"{registry.display(a)}: {' → '.join(m)}"
+                                                             for a, m in members.items()))
+    return text

@@ -68,6 +68,18 @@ def validity_lines(validity: dict | None) -> list[str]:
     return lines + [""] + [f"**Warning:** {md_text(w)}" for w in validity["warnings"]]
 
 
+def member_lines(summary: dict) -> list[str]:
+    """The ensembles' members: what each flipped of what reached it, at what cost; the masking warnings."""
+    rows = [[r["model"], registry.display(r["attack"]), r["member"], str(r["reached"]), str(r["flipped"]),
+             f"{r['passes']:.1f}"] for r in summary.get("members") or []]
+    if not rows:
+        return []
+    lines = md_table("Ensemble members (strong preset): each runs on what the earlier ones left",
+                     ["model", "attack", "member", "questions reached", "flipped", "mean passes per question reached"],
+                     rows)
+    return lines + [""] + [f"**Warning:** {md_text(w)}" for w in (summary.get("masking") or {}).get("warnings", [])]
+
+
 def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Path:
     (out / "summary.json").write_text(dumps(summary, indent=2))
     lines = ["# FusionAudit report", "", "## Headline", ""] + [f"- {md_text(s)}" for s in
@@ -76,6 +88,7 @@ def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Pa
     if summary.get("schedule") == "union":
         lines += ["", union_note(summary)]
     lines += validity_lines(summary.get("validity"))
+    lines += member_lines(summary)
     for title, head, rows in all_tables(summary):
         lines += md_table(title, head, rows)
     for title, head, rows in transfer_tables(summary):

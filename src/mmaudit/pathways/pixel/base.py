@@ -14,11 +14,20 @@ Flips are decided on the *quantised* image (what a PNG holds): the result's
 ``adv_uint8`` is exactly what gets saved, so a reloaded image reproduces the
 flip bit for bit. :meth:`PixelAttack.craft` runs the same optimisation without
 a target model (a transfer attack's surrogates), deciding nothing.
+
+``members`` runs the attack AutoAttack's way (the strong preset): its members in
+order, each only on what earlier ones left unflipped, the per-sample worst case
+kept. A member is one of the attack's objectives (``OBJECTIVES``: End-PGD's ``ce``,
+``dlr`` and targeted ``margin``) or ``square``, the gradient-free Square search on
+the attack's own objective (:mod:`mmaudit.pathways.pixel.square`); ``NAME:STEPS``
+gives a member its own budget.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -31,9 +40,11 @@ from mmaudit.data.sample import Sample
 from mmaudit.judge.match import Judge
 from mmaudit.models.vlm import VLM, to_image_tensor
 from mmaudit.pathways.pixel.apgd import APGD
+from mmaudit.pathways.pixel.square import Square
 from mmaudit.pathways.registry import key_params
 
-OPTIMISERS = ("pgd", "apgd")
+SQUARE_QUERIES = 400  # a square member's queries unless it names its own
+OPTIMISERS = ("pgd", "apgd", "square")  # square: gradient-free, an ensemble's last member
 
 
 @dataclass
@@ -48,17 +59,26 @@ class AttackResult:
     linf: list[float]
     flipped_at: dict[int, list[bool]] = field(default_factory=dict)  # checkpoint step -> flips so far
     restart: list[int] = field(default_factory=list)  # the restart whose image was kept (it flipped, or the last)
+    # an ensemble's: the member whose image was kept, and each member's passes per sample (members it reached)
+    member: list[str] = field(default_factory=list)
+    member_passes: list[dict[str, int]] = field(default_factory=list)
 
     @staticmethod
-    def merged(parts: list[tuple[list[int], AttackResult]], n: int) -> AttackResult:
-        """Per-sample results of several runs over subsets (index lists) of n samples: the later run wins."""
+    def merged(parts: list[tuple[list[int], AttackResult]], n: int, members: list[str] | None = None) -> AttackResult:
+        """Per-sample results of several runs over subsets (index lists) of n samples: the later run wins.
+        ``members`` names each part's ensemble member (the result then says who flipped what, at what cost)."""
         out = AttackResult([None] * n, [""] * n, [False] * n, [0] * n, [0] * n, [0.0] * n, {}, [0] * n)
-        for idx, res in parts:
+        if members:
+            out.member, out.member_passes = [""] * n, [{} for _ in range(n)]
+        for k, (idx, res) in enumerate(parts):
             for j, i in enumerate(idx):
                 out.adv_uint8[i], out.answers[i], out.flipped[i] = res.adv_uint8[j], res.answers[j], res.flipped[j]
                 out.steps[i] += res.steps[j]
                 out.passes[i] += res.passes[j]
                 out.linf[i], out.restart[i] = res.linf[j], res.restart[j]
+                if members:
+                    out.member[i] = members[k]
+                    out.member_passes[i][members[k]] = res.passes[j]
         return out
 
 
@@ -82,14 +102,44 @@ class PixelAttack:
     judge: Judge = field(default_factory=Judge, metadata={"key": False})
     optimiser: str = field(default="pgd", metadata={"key": "omit_default"})  # pgd | apgd
     restarts: int = field(default=1, metadata={"key": "omit_default"})  # runs per sample (worst case kept)
+    # members run in order on what earlier ones left ("ce", "margin:50", "square:300"); empty: the attack alone
+    members: tuple[str, ...] = field(default=(), metadata={"key": "omit_empty"})
+    # an ensemble member's own random stream (its starts differ from the other members')
+    stream: str = field(default="", metadata={"key": False})
+
+    # the objectives an ensemble may name (the first is the attack's own) and the strong preset's members
+    OBJECTIVES: ClassVar[tuple[str, ...]] = ("own",)
+    STRONG: ClassVar[tuple[str, ...]] = ("own", "square:400")
 
     def __post_init__(self) -> None:
         if self.optimiser not in OPTIMISERS:
             raise ValueError(f"optimiser must be one of {OPTIMISERS}, got {self.optimiser!r}")
         if self.restarts < 1:
             raise ValueError(f"restarts must be at least 1, got {self.restarts}")
-        if self.restarts > 1 and self.checkpoints:
-            raise ValueError("checkpoints (the sweep's budgets) need a single run: restarts must be 1")
+        if (self.restarts > 1 or self.members) and self.checkpoints:
+            raise ValueError("checkpoints (the sweep's budgets) need a single run: restarts 1, no ensemble")
+        for m in self.members:
+            self.member_overrides(m)
+
+    def member_overrides(self, member: str) -> dict:
+        """The fields an ensemble member sets: ``NAME[:[STEPS][xRESTARTS]]`` (``ce``, ``margin:50``,
+        ``cosine:x3``, ``square:400``), NAME one of ``OBJECTIVES`` or ``square``; unset, the attack's own."""
+        name, _, budget = member.partition(":")
+        if name != "square" and name not in self.OBJECTIVES:
+            raise ValueError(f"ensemble member {member!r}: use one of {', '.join(self.OBJECTIVES + ('square',))}"
+                             "[:[STEPS][xRESTARTS]]")
+        found = re.fullmatch(r"([1-9]\d*)?(?:x([1-9]\d*))?", budget)
+        if not found:
+            raise ValueError(f"ensemble member {member!r}: the budget is STEPS, xRESTARTS or STEPSxRESTARTS, "
+                             "positive whole numbers")
+        out = ({"steps": int(found[1])} if found[1] else {}) | ({"restarts": int(found[2])} if found[2] else {})
+        if name == "square":  # one run: its random search is its own restarts
+            return {"steps": SQUARE_QUERIES} | out | {"optimiser": "square", "restarts": 1}
+        return out | self.objective_overrides(name)
+
+    def objective_overrides(self, name: str) -> dict:
+        """The fields that make this attack optimise objective ``name`` of ``OBJECTIVES``."""
+        return {}
 
     @classmethod
     def from_config(cls, cfg: Any, judge: Judge, max_new_tokens: int) -> PixelAttack:
@@ -100,7 +150,8 @@ class PixelAttack:
     def config_fields(cls, cfg: Any) -> dict:
         """The fields an audit's config sets (a subclass adds its own)."""
         return {"eps": cfg.eps, "steps": cfg.steps, "alpha": cfg.alpha, "seed": cfg.seed, "early_stop": cfg.early_stop,
-                "downscale": cfg.downscale, "optimiser": cfg.optimiser, "restarts": cfg.restarts}
+                "downscale": cfg.downscale, "optimiser": cfg.optimiser, "restarts": cfg.restarts,
+                "members": cls.STRONG if cfg.ensemble else ()}
 
     def params(self) -> dict:
         """What identifies this attack's results in the store: every field that decides them (the step size
@@ -135,16 +186,23 @@ class PixelAttack:
     def _start(self, samples: list[Sample], shapes: list[tuple[int, ...]], restart: int = 0) -> list[torch.Tensor]:
         """The starting perturbation: zero, or uniform in the eps-ball; restarts after the first always start at
         random, each from its own seed."""
+        if self.optimiser == "square":  # Square starts on vertical stripes at the ball's corners
+            return [Square.start(shape, self.eps, self.sample_seed(s, restart)) for s, shape in zip(samples, shapes)]
         if (not self.random_start and restart == 0) or self.eps == 0:
             return [torch.zeros(shape) for shape in shapes]
         noise = []
         for s, shape in zip(samples, shapes):  # per-sample seed: a result never depends on its batch-mates
-            seed = self.seed * 1_000_003 + zlib.crc32(s.id.encode())
-            if restart:
-                seed = zlib.crc32(f"{self.seed}:{restart}:{s.id}".encode())
-            g = torch.Generator().manual_seed(seed)
+            g = torch.Generator().manual_seed(self.sample_seed(s, restart))
             noise.append((torch.rand(shape, generator=g) * 2 - 1) * self.eps)
         return noise
+
+    def sample_seed(self, s: Sample, restart: int) -> int:
+        """A sample's own random stream for one run (restart) of this attack or of an ensemble member."""
+        if self.stream:
+            return zlib.crc32(f"{self.seed}:{self.stream}:{restart}:{s.id}".encode())
+        if restart:
+            return zlib.crc32(f"{self.seed}:{restart}:{s.id}".encode())
+        return self.seed * 1_000_003 + zlib.crc32(s.id.encode())
 
     def quantise(self, x_u8: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
         """Integer perturbation within the eps-ball and [0, 255]: what a PNG can hold."""
@@ -170,6 +228,8 @@ class PixelAttack:
         """Attack a batch whose images may differ in size: every image keeps its own float32 perturbation in raw
         pixel space (whatever the model's precision), and only its own seed, image and answers decide it. With
         restarts, a restart runs only on what earlier ones left unflipped."""
+        if self.members:
+            return self._ensemble(vlm, samples)
         todo, parts = list(range(len(samples))), []
         for restart in range(self.restarts):
             res = self._run(vlm, [samples[i] for i in todo], restart)
@@ -178,6 +238,23 @@ class PixelAttack:
             if not todo:
                 break
         return parts[0][1] if len(parts) == 1 else AttackResult.merged(parts, len(samples))
+
+    def member(self, name: str) -> PixelAttack:
+        """Ensemble member ``name`` as an attack of its own: this attack's settings, the member's overrides."""
+        return dataclasses.replace(self, members=(), stream=name, **self.member_overrides(name))
+
+    def _ensemble(self, vlm: VLM, samples: list[Sample]) -> AttackResult:
+        """Each member on what the earlier ones left unflipped (AutoAttack's composition); a sample keeps the
+        image of the member that flipped it, else the last member's."""
+        todo, parts, names = list(range(len(samples))), [], []
+        for name in self.members:
+            res = self.member(name)(vlm, [samples[i] for i in todo])
+            parts.append((todo, res))
+            names.append(name)
+            todo = [i for i, f in zip(todo, res.flipped) if not f]
+            if not todo:
+                break
+        return AttackResult.merged(parts, len(samples), names)
 
     def craft(self, samples: list[Sample]) -> AttackResult:
         """The optimisation alone, with no model to ask (a transfer attack optimises surrogates, never its
@@ -207,6 +284,9 @@ class PixelAttack:
 
         apgd = APGD(self.eps, self.steps) if self.optimiser == "apgd" else None
         states = [apgd.start() for _ in range(n)] if apgd else []
+        square = Square(self.eps, self.steps) if self.optimiser == "square" else None
+        if square:
+            states = [square.state(self.sample_seed(s, restart)) for s in samples]
 
         def quantised(i: int) -> torch.Tensor:
             return self.quantise(x_u8[i], self._full_delta(delta[i], sizes[i]))
@@ -228,20 +308,29 @@ class PixelAttack:
             idx = torch.nonzero(active).flatten().tolist()
             if not idx:
                 break
-            d = [delta[i].clone().requires_grad_(True) for i in idx]
             sub = [samples[i] for i in idx]
             sub_ctx = {k: (v[idx] if isinstance(v, torch.Tensor) else [v[i] for i in idx]) for k, v in ctx.items()}
-            loss, deviates = self.objective(vlm, [(x_opt[i] + di).clamp(0, 1) for i, di in zip(idx, d)], sub,
-                                            sub_ctx)
-            grads = torch.autograd.grad(loss.sum(), d)
-            losses = loss.detach().float().tolist()
-            with torch.no_grad():
-                for i, di, g, li in zip(idx, d, grads, losses):
-                    g = g.to(di.dtype)
-                    if apgd:
-                        delta[i] = apgd.update(states[i], di.detach(), g, li, lambda v, i=i: project(i, v))
-                    else:
-                        delta[i] = project(i, di + self.step_size * g.sign())
+            if square:  # the loss alone: propose, score, keep what raised it (or already deviates)
+                with torch.no_grad():
+                    cands = [square.propose(states[i], delta[i], lambda v, i=i: project(i, v)) for i in idx]
+                    loss, deviates = self.objective(vlm, [(x_opt[i] + c).clamp(0, 1) for i, c in zip(idx, cands)],
+                                                    sub, sub_ctx)
+                    keep = deviates.tolist() if deviates is not None else [False] * len(idx)
+                    for i, li, kp in zip(idx, loss.float().tolist(), keep):
+                        delta[i] = square.settle(states[i], delta[i], li, kp)
+            else:
+                d = [delta[i].clone().requires_grad_(True) for i in idx]
+                loss, deviates = self.objective(vlm, [(x_opt[i] + di).clamp(0, 1) for i, di in zip(idx, d)], sub,
+                                                sub_ctx)
+                grads = torch.autograd.grad(loss.sum(), d)
+                losses = loss.detach().float().tolist()
+                with torch.no_grad():
+                    for i, di, g, li in zip(idx, d, grads, losses):
+                        g = g.to(di.dtype)
+                        if apgd:
+                            delta[i] = apgd.update(states[i], di.detach(), g, li, lambda v, i=i: project(i, v))
+                        else:
+                            delta[i] = project(i, di + self.step_size * g.sign())
             for i in idx:
                 steps[i] += 1
                 passes[i] += self.passes_per_step

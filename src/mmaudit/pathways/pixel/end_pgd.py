@@ -3,6 +3,12 @@
 ``loss="margin"`` optimises a margin instead: the log-likelihood of the task-matching wrong answer (fixed by the
 plan, as MANTIS's) minus the clean answer's, both teacher-forced over the whole sequence; its records are keyed
 by the wrong answer, and a step scores both answers (two passes).
+
+``loss="dlr"`` is AutoAttack's untargeted difference-of-logits ratio read on every answer token, teacher-forced:
+at position t with reference token y, (max over v != y of z_v - z_y) / (z_1 - z_3), z_1 >= z_2 >= z_3 the
+largest logits there; the loss is its maximum over the answer's positions (greedy decoding deviates exactly when
+some position's is positive). Unlike the cross-entropy it does not saturate once the answer is unlikely, and it
+is invariant to how the logits are scaled. One pass a step.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from mmaudit.pathways.pixel.base import PixelAttack
 from mmaudit.pathways.registry import attack
 from mmaudit.pathways.wrong import wrong_answer
 
-LOSSES = ("ce", "margin")
+LOSSES = ("ce", "margin", "dlr")
 
 
 @attack("end_pgd", display="End-PGD", pathway="pixel", role="baseline", union_position=0, default=True,
@@ -22,6 +28,11 @@ LOSSES = ("ce", "margin")
 @dataclass
 class EndPGD(PixelAttack):
     loss: str = field(default="ce", metadata={"key": "omit_default"})
+
+    # the strong preset: the cross-entropy, then AutoAttack's DLR, then the targeted margin toward the task-matching
+    # wrong answer, each on what the earlier ones left; Square last, gradient-free, on the answer's log-probability
+    OBJECTIVES = LOSSES
+    STRONG = ("ce", "dlr", "margin", "square:400")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -31,6 +42,9 @@ class EndPGD(PixelAttack):
     @classmethod
     def config_fields(cls, cfg: Any) -> dict:
         return super().config_fields(cfg) | {"loss": cfg.end_loss}
+
+    def objective_overrides(self, name: str) -> dict:
+        return {"loss": name}
 
     @property
     def passes_per_step(self) -> int:
@@ -48,8 +62,19 @@ class EndPGD(PixelAttack):
             loss, logits, targets, mask = lp[n:] - lp[:n], scores.logits[:n], scores.targets[:n], scores.mask[:n]
         else:
             scores = vlm.score(x_adv, prompts, answers)
-            loss, logits, targets, mask = -scores.sequence_logprob(), scores.logits, scores.targets, scores.mask
+            logits, targets, mask = scores.logits, scores.targets, scores.mask
+            loss = dlr(logits, targets, mask) if self.loss == "dlr" else -scores.sequence_logprob()
         # Greedy decoding reproduces the reference iff every teacher-forced argmax is the reference token; any
         # miss means the answer already deviates (a free proxy).
         misses = (logits.argmax(-1) != targets) & mask
         return loss, misses.any(-1).detach()
+
+
+def dlr(logits, targets, mask):
+    """Per sample, the largest difference-of-logits ratio over the answer's positions (logits B x T x V)."""
+    z = logits.float()
+    zy = z.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
+    other = z.scatter(-1, targets.clamp(min=0)[..., None], float("-inf")).amax(-1)
+    top = z.topk(min(3, z.shape[-1]), dim=-1).values  # a vocabulary of two: z_1 - z_2
+    ratio = (other - zy) / (top[..., 0] - top[..., -1] + 1e-12)
+    return ratio.masked_fill(~mask, float("-inf")).amax(-1)

@@ -28,6 +28,9 @@ def divergence_margin(logits: torch.Tensor, position: torch.Tensor, wrong: torch
         uses_wrong=True, union_position=2, default=True, table_position=2)
 @dataclass
 class MANTIS(PixelAttack):
+    OBJECTIVES = ("divergence",)
+    STRONG = ("divergence:x3", "square:400")
+
 
     def prepare(self, vlm, x, samples):
         pos, wrong_tok, correct_tok, wrong_text = [], [], [], []

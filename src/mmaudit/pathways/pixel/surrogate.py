@@ -73,6 +73,8 @@ class SurrogateEnsemble(PixelAttack):
     loss: str = "away"
     features: str = "tokens"
 
+    STRONG = ()  # crafted, never asked: no ensemble of objectives (its own ``ensemble`` is of surrogate encoders)
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.loss not in LOSSES:

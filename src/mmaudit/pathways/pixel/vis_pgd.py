@@ -22,14 +22,18 @@ from mmaudit.pathways.registry import attack
 class VisPGD(PixelAttack):
     # No teacher-forced proxy here: a check is a real generation. Under PGD every 5th step's image is checked; an
     # APGD step moves the image far (its step size starts at 2 eps), so every step's image is (each check is a
-    # counted pass). The encoder objective saturates well before it flips an answer (the paper's target
-    # mismatch), so which images along the path are checked, not the loss reached, decides most of its flips.
+    # counted pass); a Square query moves one small window, so every 25th is. The encoder objective saturates well
+    # before it flips an answer (the paper's target mismatch), so which images along the path are checked, not the
+    # loss reached, decides most of its flips.
     check_every: int | None = field(default=None, metadata={"key": False})
     stage: str = "encoder"
 
+    OBJECTIVES = ("cosine",)
+    STRONG = ("cosine:x3", "square:400")  # each random start is another draw (docs/audit.md)
+
     @property
     def check_interval(self) -> int:
-        return self.check_every or (1 if self.optimiser == "apgd" else 5)
+        return self.check_every or {"apgd": 1, "pgd": 5}.get(self.optimiser, 25)
 
     def prepare(self, vlm, x, samples):
         """Each image's clean features, unpadded (images of one size are encoded together)."""

@@ -1,0 +1,164 @@
+"""The strong preset as AutoAttack composes it: members in turn on what earlier ones left, the gradient-free Square
+attack last, and the gradient-masking check it makes possible."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from mmaudit.data.loaders import make_sample
+from mmaudit.models.vlm import AnswerScores
+from mmaudit.pathways.pixel import EndPGD
+from mmaudit.pathways.pixel.end_pgd import dlr
+from mmaudit.pathways.pixel.square import HALVINGS, Square, p_at
+
+THRESHOLD = 2 / 255  # the toy answers "yes" once its (quantised) image is this much brighter than mid-grey
+
+
+class MaskedToy:
+    """A yes/no 'VLM' whose answer is the quantised image's mean brightness: its quantising step (torch.round)
+    has zero gradient everywhere, so every gradient attack is blind, while the answer still moves with the image."""
+
+    name, level = "toy-masked", "L1"
+    device, dtype = torch.device("cpu"), torch.float32
+    vocab = {"no": 0, "yes": 1}
+
+    @property
+    def fingerprint(self) -> str:
+        return "toy-masked-1"
+
+    def settings(self) -> dict:
+        return {}
+
+    # the rest of the white-box protocol: nothing of it is asked by an End-PGD-only audit without layer recovery
+    decoder_layers: list = []
+
+    def _unused(self, *args, **kwargs):
+        raise NotImplementedError("the masked toy has no vision tower or layers")
+
+    vision_features = image_positions = patch_grid = attentions = generate_patched = hidden_states = _unused
+
+    def _brightness(self, images) -> torch.Tensor:
+        means = [torch.round(im * 255 / 4).mul(4 / 255).mean() for im in images]  # torch.round: zero gradient
+        return torch.stack(means) - 128 / 255
+
+    def generate(self, images, prompts, max_new_tokens=16):
+        return ["yes" if b > THRESHOLD else "no" for b in self._brightness(images).tolist()]
+
+    def answer_tokens(self, answer: str) -> list[int]:
+        return [self.vocab[answer.strip().lower()]]
+
+    def score(self, images, prompts, answers) -> AnswerScores:
+        b = self._brightness(images)
+        logits = torch.stack([torch.zeros_like(b), 255 * (b - THRESHOLD)], -1)[:, None, :]
+        targets = torch.tensor([self.answer_tokens(a) for a in answers])
+        return AnswerScores(logits, targets, torch.ones_like(targets, dtype=torch.bool))
+
+
+def grey_samples(n: int) -> list:
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(n):  # mid-grey with zero-mean texture: mean brightness exactly 128
+        tex = rng.integers(-20, 21, (16, 16, 1))
+        image = np.clip(128 + np.concatenate([tex, -tex], 0), 0, 255).repeat(3, -1).astype(np.uint8)
+        out.append(make_sample(f"grey-{i}", image, f"Is picture {i} bright?", "no", "synthetic"))
+    return out
+
+
+def test_square_flips_what_masked_gradients_hide_and_the_records_say_which_member_did():
+    vlm, samples = MaskedToy(), grey_samples(4)
+    assert vlm.generate([torch.tensor(s.image).permute(2, 0, 1) / 255 for s in samples], [""] * 4) == ["no"] * 4
+    atk = EndPGD(eps=8 / 255, steps=20, optimiser="apgd", members=("ce", "dlr", "square:1000"))
+    res = atk(vlm, samples)
+    # every gradient member sees a zero gradient and leaves the image where it started: nothing flips ...
+    for name in ("ce", "dlr"):
+        alone = atk.member(name)(vlm, samples)
+        assert not any(alone.flipped)
+    # ... while Square, reading only the loss, flips every question, within the ball
+    assert all(res.flipped) and res.member == ["square:1000"] * 4
+    assert all(li <= 8 / 255 + 1e-9 for li in res.linf)
+    for mp, passes in zip(res.member_passes, res.passes):
+        assert set(mp) == {"ce", "dlr", "square:1000"} and sum(mp.values()) == passes
+        assert mp["ce"] == mp["dlr"] == 21  # 20 steps and the final check: none flipped early
+
+
+def test_a_sample_flipped_by_an_early_member_never_reaches_the_later_ones():
+    vlm, samples = MaskedToy(), grey_samples(3)
+    res = EndPGD(eps=8 / 255, steps=5, optimiser="apgd", members=("square:1000", "ce"))(vlm, samples)
+    assert all(res.flipped) and res.member == ["square:1000"] * 3
+    assert [list(mp) for mp in res.member_passes] == [["square:1000"]] * 3  # ce never ran
+    assert all(mp["square:1000"] == p < 1001 for mp, p in zip(res.member_passes, res.passes))  # stopped early
+
+
+def test_square_schedule_and_stripes_by_hand():
+    # the window's fraction halves at the paper's iterations, read on a 10,000-query scale
+    assert p_at(0, 10_000, 0.8) == 0.8 and p_at(10, 10_000, 0.8) == 0.8 and p_at(11, 10_000, 0.8) == 0.4
+    assert p_at(51, 10_000, 0.8) == 0.2 and p_at(9_999, 10_000, 0.8) == 0.8 / 2 ** len(HALVINGS)
+    assert p_at(2, 100, 0.8) == 0.2  # a run of 100 queries: query 2 is iteration 200 of 10,000, past 10 and 50
+    stripes = Square.start((3, 4, 5), 2 / 255, seed=1)
+    assert torch.allclose(stripes.abs(), torch.full((3, 4, 5), 2 / 255))
+    assert torch.equal(stripes, stripes[:, :1, :].expand(3, 4, 5))  # one sign per channel and column
+
+
+def test_dlr_by_hand():
+    # one answer of two tokens; vocabulary of four
+    logits = torch.tensor([[[4.0, 1.0, 0.0, -1.0], [0.0, 3.0, 2.0, 0.5]]])
+    targets = torch.tensor([[0, 2]])
+    mask = torch.tensor([[True, True]])
+    # position 0: (1 - 4) / (4 - 0) = -0.75; position 1: reference 2 loses to 3: (3 - 2) / (3 - 0.5) = 0.4
+    assert dlr(logits, targets, mask).item() == pytest.approx(0.4)
+    assert dlr(logits, targets, torch.tensor([[True, False]])).item() == pytest.approx(-0.75)
+
+
+def test_an_ensemble_member_must_be_one_of_the_attacks_objectives_or_square():
+    with pytest.raises(ValueError, match="use one of ce, margin, dlr, square"):
+        EndPGD(members=("cosine",))
+    for bad in ("square:abc", "ce:0", "ce:x0", "ce:5x"):
+        with pytest.raises(ValueError, match="positive whole numbers"):
+            EndPGD(members=(bad,))
+    atk = EndPGD(steps=40, restarts=2, members=("margin:7", "ce:x3", "dlr:9x4", "square"))
+    m = atk.member("margin:7")
+    assert (m.steps, m.restarts, m.loss, m.members) == (7, 2, "margin", ())
+    assert (atk.member("ce:x3").steps, atk.member("ce:x3").restarts) == (40, 3)
+    assert (atk.member("dlr:9x4").steps, atk.member("dlr:9x4").restarts) == (9, 4)
+    sq = atk.member("square")
+    assert (sq.optimiser, sq.steps, sq.restarts, sq.members) == ("square", 400, 1, ())
+
+
+def test_the_masking_check_warns_in_the_summary_the_headline_and_the_terminal(tmp_path, capsys):
+    import mmaudit
+    from mmaudit.cli.audit import print_summary
+
+    run = tmp_path / "run"
+    result = mmaudit.audit(MaskedToy(), grey_samples(3), out=run, attacks="end_pgd", strength="strong",
+                           steps=10, attack_options={"end_pgd": {"members": "ce+square:1000"}}, recovery=0,
+                           ocr_limit=0, n_boot=200)
+    summary = json.loads((run / "summary.json").read_text())
+    (m,) = summary["masking"]["models"]
+    assert (m["model"], m["square_only"], m["gradient"]) == ("toy-masked", 3, 0)
+    assert any("Square (gradient-free) flipped 3 questions" in w for w in result.warnings)
+    assert any(s.startswith("Gradient masking:") for s in summary["headline"]["sentences"])
+    assert "Gradient masking" in (run / "report.md").read_text()
+    rows = {r["member"]: r for r in summary["members"]}
+    assert (rows["ce"]["reached"], rows["ce"]["flipped"]) == (3, 0)
+    assert (rows["square:1000"]["reached"], rows["square:1000"]["flipped"]) == (3, 3)
+    capsys.readouterr()
+    print_summary(run)
+    assert "every gradient attack left" in capsys.readouterr().out
+
+
+def test_compare_says_which_member_flipped_what_only_the_stronger_run_flipped(tmp_path):
+    import mmaudit
+    from mmaudit.report.compare import compare_runs
+
+    common = {"attacks": "end_pgd", "recovery": 0, "ocr_limit": 0, "n_boot": 100}
+    mmaudit.audit(MaskedToy(), grey_samples(3), out=tmp_path / "paper", **common)
+    mmaudit.audit(MaskedToy(), grey_samples(3), out=tmp_path / "strong", strength="strong", steps=5,
+                  attack_options={"end_pgd": {"members": "ce+dlr+square:1000"}}, **common)
+    (d,) = compare_runs([tmp_path / "paper", tmp_path / "strong"], tmp_path / "cmp", n_boot=100)["paired"]
+    assert (d["only_run"], d["only_reference"]) == (3, 0)
+    assert d["only_run_by_member"] == {"End-PGD square:1000": 3}
+    assert "3 of 3 (End-PGD square:1000 3)" in (tmp_path / "cmp" / "compare.md").read_text()
