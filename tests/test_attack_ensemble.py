@@ -4,6 +4,7 @@ attack last, and the gradient-masking check it makes possible."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -162,3 +163,56 @@ def test_compare_says_which_member_flipped_what_only_the_stronger_run_flipped(tm
     assert (d["only_run"], d["only_reference"]) == (3, 0)
     assert d["only_run_by_member"] == {"End-PGD square:1000": 3}
     assert "3 of 3 (End-PGD square:1000 3)" in (tmp_path / "cmp" / "compare.md").read_text()
+
+
+def brightness_endpoint(body: dict):
+    """A scripted deployed VLM: the toy's rule on the PNG it is sent, and the reply's log-probability (the capability
+    probes' text requests get a JSON yes)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    content = body["messages"][0]["content"]
+    if isinstance(content, str) or not any(p["type"] == "image_url" for p in content):
+        return '{"answer": "yes"}'
+    url = next(p["image_url"]["url"] for p in content if p["type"] == "image_url")
+    with Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))) as im:
+        image = torch.tensor(np.asarray(im.convert("RGB"))).permute(2, 0, 1) / 255
+    (b,) = MaskedToy()._brightness([image]).tolist()
+    margin = 255 * (b - THRESHOLD)  # the toy's logit of "yes" against "no"
+    reply = "yes" if margin > 0 else "no"
+    return reply, [-math.log1p(math.exp(-abs(margin)))]  # log p of the greedy token
+
+
+def test_square_audits_a_black_box_endpoint_by_its_log_probabilities_counted_in_requests(tmp_path):
+    import mmaudit
+    from mmaudit.models.chat.local_server import LocalChatServer
+
+    with LocalChatServer(answer=brightness_endpoint) as server:
+        spec = f"endpoint:bright@{server.base_url}"
+        result = mmaudit.audit(spec, grey_samples(3), out=tmp_path / "run", attacks="end_pgd,square",
+                               attack_options={"square": {"steps": 1000}}, recovery=0, ocr_limit=0, n_boot=100,
+                               no_canary=True)
+        sent = [b for b in server.bodies if b.get("logprobs")]
+    (row,) = result.models
+    assert math.isnan(row.asr["end_pgd"])  # gradients: not applicable on an endpoint
+    assert row.asr["square"] == 1.0 and row.r_plus == 1.0
+    recs = [r for r in result.records() if r["attack"] == "square"]
+    assert all(r["flipped"] and 1 <= r["passes"] <= 1000 for r in recs)
+    # every query was one request asking for log-probabilities (the verification of a flip asks for none)
+    assert sum(r["passes"] for r in recs) == len(sent)
+
+
+def test_square_on_an_endpoint_without_log_probabilities_says_so(tmp_path):
+    import mmaudit
+    from mmaudit.errors import UsageError
+    from mmaudit.models.chat.local_server import LocalChatServer
+
+    def no_logprobs(body):
+        got = brightness_endpoint(body)
+        return got[0] if isinstance(got, tuple) else got
+
+    with LocalChatServer(answer=no_logprobs) as server, pytest.raises(UsageError, match="no token log-probabilities"):
+        mmaudit.audit(f"endpoint:plain@{server.base_url}", grey_samples(1), out=tmp_path / "run", attacks="square",
+                      recovery=0, ocr_limit=0, n_boot=100, no_canary=True)

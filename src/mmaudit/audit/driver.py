@@ -97,7 +97,7 @@ def drive(executor: Executor, plan: AuditPlan, out: Path, errors: list[InputErro
             meta = executor.meta(k)
             fp, name = start_model(run, store, plan, k, meta)
             for attack in plan.attacks:
-                if meta.get("black_box") and registry.is_pixel(attack):
+                if meta.get("black_box") and registry.is_pixel(attack) and not registry.spec(attack).black_box:
                     store.put(not_run(meta, attack, plan.params[attack], NO_GRADIENTS))
                     continue
                 run(k, plan.attack_units(fp, attack, store), f"{name} {attack}", lambda u: (plan.params[u.attack],))

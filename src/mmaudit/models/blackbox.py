@@ -127,10 +127,24 @@ class EndpointVLM:
 
     def generate(self, images, prompts: Sequence[str], max_new_tokens: int = 16) -> list[str]:
         """Replies in order; a request that failed for good comes back as a :class:`FailedReply` with its reason."""
+        requests = self._requests(images, prompts)
+        if requests is None:
+            return [FailedReply(f"not sent: {self.unavailable}") for _ in prompts]
+        return self.chat.chat_many(requests, max_new_tokens=self.max_tokens or max_new_tokens)
+
+    def generate_scored(self, images, prompts: Sequence[str],
+                        max_new_tokens: int = 16) -> list[tuple[str, float | None]]:
+        """Replies with their log-likelihood (the sum of the reply tokens' log-probabilities the endpoint
+        returns; None where it returns none): what a score-based attack such as Square reads."""
+        requests = self._requests(images, prompts)
+        if requests is None:
+            return [(FailedReply(f"not sent: {self.unavailable}"), None) for _ in prompts]
+        return self.chat.chat_many_scored(requests, max_new_tokens=self.max_tokens or max_new_tokens)
+
+    def _requests(self, images, prompts: Sequence[str]) -> list[list[dict]] | None:
         if self.chat is None:
             raise RuntimeError(f"{self.name}: call cache_in(run_folder) before the first request")
         if self.unavailable:
-            return [FailedReply(f"not sent: {self.unavailable}") for _ in prompts]
+            return None
         ims = list(images) if isinstance(images, (list, tuple)) else list(images.unbind(0))
-        requests = [self.request(to_uint8(im), p) for im, p in zip(ims, prompts)]
-        return self.chat.chat_many(requests, max_new_tokens=self.max_tokens or max_new_tokens)
+        return [self.request(to_uint8(im), p) for im, p in zip(ims, prompts)]

@@ -13,7 +13,9 @@ An attack is a dataclass whose fields are its parameters; ``@attack(...)`` names
 * whether it is crafted without the target (``transfer_only``: made on surrogates by `mmaudit audit transfer`,
   never run white-box),
 * whether its edits go through the OCR evidence check (``evidence_check``: does non-generative OCR still read the
-  ground truth on the edited image? Nat-Evid's, which draws its text as host content).
+  ground truth on the edited image? Nat-Evid's, which draws its text as host content),
+* whether a pixel attack also runs on a black-box target (``black_box``: it asks for answers and their
+  log-probabilities only, as Square does; other pixel attacks are "not applicable" there).
 
 Its store key is derived from its fields (:func:`key_params`), so a subclass that adds a field can never reuse the
 records of another setting. The order of registration is the order of every table.
@@ -45,6 +47,7 @@ class AttackSpec:
     table_position: int | None = None
     transfer_only: bool = False
     evidence_check: bool = False
+    black_box: bool = False
 
 
 _REGISTRY: dict[str, AttackSpec] = {}
@@ -53,7 +56,8 @@ _REGISTRY: dict[str, AttackSpec] = {}
 def attack(name: str, *, display: str, pathway: Pathway, role: Role, enhances: tuple[str, ...] = (),
            uses_wrong: bool | Callable[[dict], bool] = False, counts_passes: bool | None = None,
            union_position: int | None = None, default: bool = False, table_position: int | None = None,
-           transfer_only: bool = False, evidence_check: bool = False) -> Callable[[type], type]:
+           transfer_only: bool = False, evidence_check: bool = False,
+           black_box: bool = False) -> Callable[[type], type]:
     """Register the decorated attack class under ``name`` (see the module docstring for the fields;
     ``table_position`` places it in tables, else it follows every placed attack in registration order)."""
     if pathway not in ("pixel", "text"):
@@ -71,7 +75,7 @@ def attack(name: str, *, display: str, pathway: Pathway, role: Role, enhances: t
         cls.name = name
         spec = AttackSpec(name, cls, display, pathway, role, tuple(enhances), uses_wrong,
                           pathway == "pixel" if counts_passes is None else counts_passes, union_position, default,
-                          table_position, transfer_only, evidence_check)
+                          table_position, transfer_only, evidence_check, black_box)
         _REGISTRY[name] = spec
         return cls
 

@@ -87,6 +87,16 @@ def completion_of(resp) -> tuple[str, int, int]:
     return text or "", count("prompt_tokens"), count("completion_tokens")
 
 
+def token_logprobs(resp) -> list[float] | None:
+    """The log-probability of each token of a chat completion's reply (``choices[0].logprobs.content``), or None
+    when the endpoint sent none."""
+    try:
+        content = resp["choices"][0]["logprobs"]["content"]
+        return [float(t["logprob"]) for t in content]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
 @lru_cache(maxsize=1)
 def plain_http_ssl() -> ssl.SSLContext:
     """One verifying SSL context per process for plain-http endpoints (a local vLLM), where it serves only a
@@ -154,13 +164,15 @@ class OpenAIChat:
                            http_client=http)
 
     def request_key(self, messages: Sequence[Message], max_tokens: int | None = None, salt: str = "",
-                    schema: dict | None = None) -> str:
-        """The cache key: endpoint, model, messages (image bytes included, as data URLs), sampling, salt, and
-        the schema the reply was decoded under (none once the endpoint rejected schemas)."""
+                    schema: dict | None = None, logprobs: bool = False) -> str:
+        """The cache key: endpoint, model, messages (image bytes included, as data URLs), sampling, salt, the
+        schema the reply was decoded under (none once the endpoint rejected schemas), and whether the reply's
+        token log-probabilities were asked for."""
         form = {"form": self.structured} if schema and self.structured != "json_schema" else {}
         return key_of(kind="llm_call", base_url=self.base_url, model=self.model, messages=list(messages),
                       temperature=self.temperature, max_tokens=max_tokens or self.max_tokens,
-                      **({"salt": salt} if salt else {}), **({"schema": schema} if schema else {}), **form)
+                      **({"salt": salt} if salt else {}), **({"schema": schema} if schema else {}), **form,
+                      **({"logprobs": True} if logprobs else {}))
 
     def failed_in_a_row(self, status: int | None, said: str) -> None:
         """Count a failure; the same one ``storm_limit`` times in a row raises :class:`EndpointFailing`."""
@@ -177,7 +189,7 @@ class OpenAIChat:
         return (self.store.get(key) if self.store is not None else None) or self._memory.get(key)
 
     async def _one(self, client, sem: asyncio.Semaphore, messages: Sequence[Message], key: str,
-                   max_tokens: int | None, schema: dict | None = None) -> str | None:
+                   max_tokens: int | None, schema: dict | None = None, logprobs: bool = False) -> str | None:
         from openai import APIConnectionError, APIStatusError, APITimeoutError
 
         async with sem:
@@ -185,7 +197,7 @@ class OpenAIChat:
                 return None  # not started: the budget is spent
             limit = max_tokens or self.max_tokens
             body = {"model": self.model, "messages": list(messages), "temperature": self.temperature,
-                    **({"max_tokens": limit} if limit else {})}
+                    **({"max_tokens": limit} if limit else {}), **({"logprobs": True} if logprobs else {})}
             for attempt in range(self.retries + 1):
                 rf = response_format(self.structured, schema) if schema and not self.schema_rejected else None
                 fmt = {"response_format": rf} if rf else {}
@@ -227,6 +239,8 @@ class OpenAIChat:
             return self._fail(key, f"malformed reply: {e}")
         rec = {"kind": "llm_call", "key": key, "model": self.model, "reply": text,
                "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+        if logprobs:  # None: the endpoint sent none back
+            rec["logprobs"] = token_logprobs(resp)
         self.usage.calls += 1
         self.usage.prompt_tokens += prompt_tokens
         self.usage.completion_tokens += completion_tokens
@@ -291,9 +305,9 @@ class OpenAIChat:
         return reply
 
     async def _many(self, requests: list[Sequence[Message]], max_tokens: int | None,
-                    salts: Sequence[str], schema: dict | None = None) -> list[str]:
+                    salts: Sequence[str], schema: dict | None = None, logprobs: bool = False) -> list[str]:
         schema = None if self.schema_rejected else schema
-        keys = [self.request_key(m, max_tokens, salt, schema) for m, salt in zip(requests, salts)]
+        keys = [self.request_key(m, max_tokens, salt, schema, logprobs) for m, salt in zip(requests, salts)]
         self._salts.update((k, s) for k, s in zip(keys, salts) if s)
         plain = {k: self.request_key(m, max_tokens, salt) for k, m, salt in zip(keys, requests, salts)}
         todo: dict[str, Sequence[Message]] = {}
@@ -306,7 +320,7 @@ class OpenAIChat:
             sem = asyncio.Semaphore(self.concurrency)
             client = self._client()
             try:
-                got = await asyncio.gather(*(self._one(client, sem, m, k, max_tokens, schema)
+                got = await asyncio.gather(*(self._one(client, sem, m, k, max_tokens, schema, logprobs)
                                              for k, m in todo.items()))
                 stopped = any(g is None for g in got)
             finally:
@@ -331,6 +345,18 @@ class OpenAIChat:
 
     def chat(self, messages: Sequence[Message], **kwargs) -> str:
         return self.chat_many([messages])[0]
+
+    def chat_many_scored(self, requests: list[Sequence[Message]],
+                         max_new_tokens: int | None = None) -> list[tuple[str, float | None]]:
+        """Replies in request order, each with the sum of its tokens' log-probabilities (the reply's own
+        log-likelihood under greedy decoding; None where the endpoint returned none or the request failed)."""
+        replies = asyncio.run(self._many(requests, max_new_tokens, [""] * len(requests), logprobs=True))
+        out = []
+        for m, reply in zip(requests, replies):
+            hit = self._cached(self.request_key(m, max_new_tokens, logprobs=True))
+            lps = hit.get("logprobs") if hit else None
+            out.append((reply, float(sum(lps)) if lps is not None else None))
+        return out
 
 
 @backend("endpoint", spec="endpoint:MODEL@URL")

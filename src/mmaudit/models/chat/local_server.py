@@ -4,7 +4,8 @@ A request is answered ``latency`` seconds after its headers arrived (its own par
 time), on a kept-alive connection.
 
 Replies are a deterministic function of the messages (``echo:<hash>``), or of
-``answer(body)`` when given. ``fail_rate`` of the requests fail once each, as a
+``answer(body)`` when given (a reply, or a reply and its tokens' log-probabilities, sent back when the
+request asks for ``logprobs``). ``fail_rate`` of the requests fail once each, as a
 429 (with ``Retry-After: retry_after`` when set), a 500, a timeout (the
 server sleeps past the client's timeout) or, with ``"drop"`` among ``kinds``,
 a connection closed without a reply; a retried request then succeeds.
@@ -111,10 +112,16 @@ class LocalChatServer:
                     self._send(200, raw_reply[1], {"Content-Type": raw_reply[0]})
                     return
                 text = server.answer(body) if server.answer else reply_for(messages)
+                scored = {}
+                if isinstance(text, tuple):  # (reply, its tokens' log-probabilities), sent when asked for
+                    text, lps = text
+                    if body.get("logprobs"):
+                        scored = {"logprobs": {"content": [{"token": f"t{i}", "logprob": lp}
+                                                           for i, lp in enumerate(lps)]}}
                 words = sum(len(text_content(m["content"]).split()) for m in messages)
                 self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                  "choices": [{"index": 0, "finish_reason": "stop",
-                                              "message": {"role": "assistant", "content": text}}],
+                                              "message": {"role": "assistant", "content": text}} | scored],
                                  "usage": {"prompt_tokens": words, "completion_tokens": 1,
                                            "total_tokens": words + 1}})
                 with server.lock:
