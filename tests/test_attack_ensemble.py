@@ -143,6 +143,7 @@ def test_the_masking_check_warns_in_the_summary_the_headline_and_the_terminal(tm
     assert any("Square (gradient-free) flipped 3 questions" in w for w in result.warnings)
     assert any(s.startswith("Gradient masking:") for s in summary["headline"]["sentences"])
     assert "Gradient masking" in (run / "report.md").read_text()
+    assert "masking-warning" in (run / "report.html").read_text()
     rows = {r["member"]: r for r in summary["members"]}
     assert (rows["ce"]["reached"], rows["ce"]["flipped"]) == (3, 0)
     assert (rows["square:1000"]["reached"], rows["square:1000"]["flipped"]) == (3, 3)

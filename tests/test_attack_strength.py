@@ -285,10 +285,10 @@ def test_the_strong_preset_runs_each_pixel_attack_as_its_ensemble_and_leaves_the
     from mmaudit.cli.options import AuditOptions
 
     strong = AuditOptions(strength="strong").audit_config()
-    assert make_attack("end_pgd", strong).members == ("ce", "dlr", "margin", "square:400")
-    assert make_attack("vis_pgd", strong).members == ("cosine:x3", "square:400")
-    assert make_attack("mantis", strong).members == ("divergence:x3", "square:400")
-    assert list(attack_params("end_pgd", strong)["members"]) == ["ce", "dlr", "margin", "square:400"]
+    assert make_attack("end_pgd", strong).members == ("ce", "dlr", "margin:x2", "square:250")
+    assert make_attack("vis_pgd", strong).members == ("cosine:x3", "square:250")
+    assert make_attack("mantis", strong).members == ("divergence:x3", "square:250")
+    assert list(attack_params("end_pgd", strong)["members"]) == ["ce", "dlr", "margin:x2", "square:250"]
     for preset in ("paper", "fast"):  # no ensemble: keys without members, as before
         cfg = AuditOptions(strength=preset).audit_config()
         assert all("members" not in attack_params(a, cfg) for a in ("end_pgd", "vis_pgd", "mantis"))

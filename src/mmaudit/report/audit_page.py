@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw
 from mmaudit.pathways import registry
 from mmaudit.report import plots
 from mmaudit.report.html import Page, Raw, esc, figure, link, png_uri, read_rgb, runs_html, table
-from mmaudit.report.markdown import intro, union_note, validity_rows
+from mmaudit.report.markdown import intro, member_rows, union_note, validity_rows
 from mmaudit.report.risk import wanted
 from mmaudit.report.tables import all_tables, ci, moved_text, pct
 from mmaudit.report.transfer import cell_name, transfer_tables
@@ -57,6 +57,15 @@ def _validity(summary: dict) -> str:
     return (warn + ok + "<p class=\"note\">Every number below is conditioned on the clean-correct set: a clean "
             "accuracy far below what the model scores elsewhere means the model was not shown what its own "
             "pipeline shows it.</p>" + table(head, rows))
+
+
+def _members(summary: dict) -> str:
+    """The strong preset's ensembles, member by member, and the gradient-masking warnings."""
+    head, rows = member_rows(summary)
+    warn = "".join(f"<p class=\"warn masking-warning\">{esc(w)}</p>"
+                   for w in (summary.get("masking") or {}).get("warnings", []))
+    return warn + ("<p class=\"note\">Each member runs on what the earlier ones left; the last, Square, reads "
+                   "only the loss.</p>" + table(head, rows) if rows else "")
 
 
 def with_ci(row: dict, key: str) -> tuple[float, float, float]:
@@ -305,6 +314,8 @@ def audit_page(run: Path, summary: dict, runs: list[dict], store: RunStore, para
                 f"{max((m['n'] for m in models), default=0)} questions · run folder {run.name}")
     page.add("headline", "Headline", _headline(summary))
     page.add("validity", "Validity", _validity(summary))
+    if summary.get("members"):
+        page.add("members", "Ensemble members", _members(summary))
     page.add("risk", "Residual risk", _tables(summary))
     page.add("plots", "Plots", _plots(summary))
     page.add("gallery", "Galleries", _galleries(run, summary))

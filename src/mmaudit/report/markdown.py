@@ -68,15 +68,19 @@ def validity_lines(validity: dict | None) -> list[str]:
     return lines + [""] + [f"**Warning:** {md_text(w)}" for w in validity["warnings"]]
 
 
+def member_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
+    """The ensembles' members: what each flipped of what reached it, at what cost."""
+    return (["model", "attack", "member", "questions reached", "flipped", "mean passes per question reached"],
+            [[r["model"], registry.display(r["attack"]), r["member"], str(r["reached"]), str(r["flipped"]),
+              f"{r['passes']:.1f}"] for r in summary.get("members") or []])
+
+
 def member_lines(summary: dict) -> list[str]:
-    """The ensembles' members: what each flipped of what reached it, at what cost; the masking warnings."""
-    rows = [[r["model"], registry.display(r["attack"]), r["member"], str(r["reached"]), str(r["flipped"]),
-             f"{r['passes']:.1f}"] for r in summary.get("members") or []]
+    """The members table and the masking warnings, in markdown."""
+    head, rows = member_rows(summary)
     if not rows:
         return []
-    lines = md_table("Ensemble members (strong preset): each runs on what the earlier ones left",
-                     ["model", "attack", "member", "questions reached", "flipped", "mean passes per question reached"],
-                     rows)
+    lines = md_table("Ensemble members (strong preset): each runs on what the earlier ones left", head, rows)
     return lines + [""] + [f"**Warning:** {md_text(w)}" for w in (summary.get("masking") or {}).get("warnings", [])]
 
 

@@ -19,8 +19,8 @@ a target model (a transfer attack's surrogates), deciding nothing.
 order, each only on what earlier ones left unflipped, the per-sample worst case
 kept. A member is one of the attack's objectives (``OBJECTIVES``: End-PGD's ``ce``,
 ``dlr`` and targeted ``margin``) or ``square``, the gradient-free Square search on
-the attack's own objective (:mod:`mmaudit.pathways.pixel.square`); ``NAME:STEPS``
-gives a member its own budget.
+the attack's own objective (:mod:`mmaudit.pathways.pixel.square`);
+``NAME:[STEPS][xRESTARTS]`` gives a member its own budget.
 """
 
 from __future__ import annotations
@@ -102,14 +102,14 @@ class PixelAttack:
     judge: Judge = field(default_factory=Judge, metadata={"key": False})
     optimiser: str = field(default="pgd", metadata={"key": "omit_default"})  # pgd | apgd
     restarts: int = field(default=1, metadata={"key": "omit_default"})  # runs per sample (worst case kept)
-    # members run in order on what earlier ones left ("ce", "margin:50", "square:300"); empty: the attack alone
+    # members run in order on what earlier ones left ("ce", "margin:50x2", "square:300"); empty: the attack alone
     members: tuple[str, ...] = field(default=(), metadata={"key": "omit_empty"})
     # an ensemble member's own random stream (its starts differ from the other members')
     stream: str = field(default="", metadata={"key": False})
 
     # the objectives an ensemble may name (the first is the attack's own) and the strong preset's members
     OBJECTIVES: ClassVar[tuple[str, ...]] = ("own",)
-    STRONG: ClassVar[tuple[str, ...]] = ("own", "square:400")
+    STRONG: ClassVar[tuple[str, ...]] = ("own", "square:250")
 
     def __post_init__(self) -> None:
         if self.optimiser not in OPTIMISERS:

@@ -32,7 +32,7 @@ class EndPGD(PixelAttack):
     # the strong preset: the cross-entropy, then AutoAttack's DLR, then the targeted margin toward the task-matching
     # wrong answer, each on what the earlier ones left; Square last, gradient-free, on the answer's log-probability
     OBJECTIVES = LOSSES
-    STRONG = ("ce", "dlr", "margin", "square:400")
+    STRONG = ("ce", "dlr", "margin:x2", "square:250")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -29,7 +29,7 @@ def divergence_margin(logits: torch.Tensor, position: torch.Tensor, wrong: torch
 @dataclass
 class MANTIS(PixelAttack):
     OBJECTIVES = ("divergence",)
-    STRONG = ("divergence:x3", "square:400")
+    STRONG = ("divergence:x3", "square:250")
 
 
     def prepare(self, vlm, x, samples):

@@ -29,7 +29,7 @@ class VisPGD(PixelAttack):
     stage: str = "encoder"
 
     OBJECTIVES = ("cosine",)
-    STRONG = ("cosine:x3", "square:400")  # each random start is another draw (docs/audit.md)
+    STRONG = ("cosine:x3", "square:250")  # each random start is another draw (docs/audit.md)
 
     @property
     def check_interval(self) -> int:
