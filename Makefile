@@ -19,7 +19,7 @@ $(DEMO): pyproject.toml
 # [server] builds llama.cpp from source (about 10 minutes on 2 cores the first time; pip caches the wheel).
 # The tests also install tests/plugin_dist, a plugin distribution found only through its entry points.
 $(STAMP): $(DEMO) tests/plugin_dist/pyproject.toml
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) -e ".[hf,ocr,embed,ray,chat,report,dev,server,datasets]"
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) -e ".[hf,ocr,embed,ray,chat,report,dev,server,datasets,channels]"
 	$(PIP) --no-deps -e tests/plugin_dist
 	touch $(STAMP)
 

@@ -23,7 +23,7 @@ from importlib.metadata import entry_points
 from mmaudit.errors import UsageError
 
 GROUPS = {"attacks": "mmaudit.attacks", "families": "mmaudit.families", "datasets": "mmaudit.datasets",
-          "routers": "mmaudit.routers", "backends": "mmaudit.backends"}
+          "routers": "mmaudit.routers", "backends": "mmaudit.backends", "transforms": "mmaudit.transforms"}
 
 _loaded: set[str] = set()
 _used: list[str] = []

@@ -40,6 +40,7 @@ class AuditConfig:
     end_loss: str = "ce"  # End-PGD's objective: ce (the paper's) or margin (wrong answer's vs the clean answer's)
     # each pixel attack as AutoAttack composes it (the strong preset): its objectives in turn, then Square
     ensemble: bool = False
+    eot: int = 1  # each pixel-attack step averages its loss over this many draws of a random defence
     # an attack's own fields set by name ({"end_pgd": {"loss": "margin", "steps": 100}}), after the settings above
     attack_options: dict[str, dict] = field(default_factory=dict)
 

@@ -108,6 +108,10 @@ def run_audit_command(options: AuditOptions | None = None, *, models: list | Non
     # models load before anything is written
     if models is None and opts.executor == "local":
         models = load_models(specs, placement, opts.endpoint_settings())
+    elif models is not None and opts.pipeline() is not None:  # held models go behind the pipeline too
+        from mmaudit.models.channel import ChannelVLM
+
+        models = [ChannelVLM(m, opts.pipeline()) for m in models]
     with RunLock(out, "mmaudit audit", opts.wait) as lock:
         if lock.previous:
             console.print(f"[yellow]took over the lock of process {lock.previous.get('pid')}, which is no longer "
@@ -148,6 +152,11 @@ def configure(opts: AuditOptions, samples: list | None = None):
     specs = expand(opts.model or ["zoo"])
     for spec in specs:
         check_spec(spec)
+    if opts.pipeline() is not None:
+        from mmaudit.models.channel import with_pipeline
+
+        refuse_endpoints(specs, "--channel and --defence apply to white-box models for now")
+        specs = [with_pipeline(s, opts.channel, opts.defence) for s in specs]
     return placement, cfg, plan, loaded, specs
 
 

@@ -166,6 +166,21 @@ class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
                             "the model answered).")
     wait: bool = option(False, "When another process holds the run folder, wait for it instead of refusing.",
                         "--wait", flag=True)
+    channel: str | None = option(None, "What transport does to every image before the model sees it, e.g. jpeg:75, "
+                                 "resize:0.5, jpeg:85+resize:1024 (a registered transform, '+' to compose). Part of "
+                                 "the model: its name, fingerprint and every record's key. Attacks are adaptive: "
+                                 "the model always sees the real transform's output, gradients flow through a "
+                                 "differentiable stand-in (straight through where there is none).")
+    defence: str | None = option(None, "What the deployment adds after the channel, e.g. bitdepth:5, median:3, "
+                                 "blur:1.0, random-resize-pad:0.9-1.1; as --channel.")
+    eot: int = option(1, "Expectation over transformation: each attack step averages its loss over this many draws "
+                      "of a random --defence (AutoAttack's randomised version uses 20).")
+
+    def pipeline(self):
+        """The channel and defence (None without either); a bad spec fails here, before any model loads."""
+        from mmaudit.models.transforms import Pipeline
+
+        return Pipeline.of(self.channel, self.defence)
 
     def audit_config(self):
         """What the plan and every record key derive from."""
@@ -176,7 +191,7 @@ class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
         strength = self.resolved_strength()
         return AuditConfig(attacks=parse_list(self.attacks), eps=parse_eps(self.eps), steps=strength["steps"],
                            optimiser=strength["optimiser"], restarts=strength["restarts"], end_loss=self.end_pgd_loss,
-                           ensemble=strength["ensemble"],
+                           ensemble=strength["ensemble"], eot=self.eot,
                            alpha=self.alpha, seed=self.seed, batch=self.placement().batch(self.batch),
                            early_stop=not self.paper_protocol, downscale=self.downscale,
                            typo_position=self.typo_position, max_chars=self.max_chars, editor=make_editor(self.editor),

@@ -126,7 +126,15 @@ def check_spec(spec: str) -> None:
 
 def load_model(spec: str, placement: Placement | None = None, endpoint: dict | None = None):
     """One model by spec, placed as ``placement`` says (default: auto); ``endpoint``: the chat client's settings
-    for an endpoint target (concurrency, price_per_1k, budget, max_tokens)."""
+    for an endpoint target (concurrency, price_per_1k, budget, max_tokens). A spec that carries a delivery
+    channel or defence (``zoo:L1#channel=jpeg:75``, :mod:`mmaudit.models.channel`) loads behind it."""
+    from mmaudit.models.channel import ChannelVLM, split_pipeline
+
+    spec, pipeline = split_pipeline(spec)
+    if pipeline is not None:
+        if spec.startswith("endpoint:"):
+            raise UsageError(f"--model {spec}: --channel and --defence apply to white-box models for now")
+        return ChannelVLM(load_model(spec, placement, endpoint), pipeline)
     check_spec(spec)
     if spec.startswith("endpoint:"):
         from mmaudit.models.blackbox import EndpointVLM, parse_endpoint

@@ -106,6 +106,8 @@ class PixelAttack:
     members: tuple[str, ...] = field(default=(), metadata={"key": "omit_empty"})
     # an ensemble member's own random stream (its starts differ from the other members')
     stream: str = field(default="", metadata={"key": False})
+    # expectation over transformation: the loss of a step averaged over this many draws of a random defence
+    eot: int = field(default=1, metadata={"key": "omit_default"})
 
     # the objectives an ensemble may name (the first is the attack's own) and the strong preset's members
     OBJECTIVES: ClassVar[tuple[str, ...]] = ("own",)
@@ -116,6 +118,8 @@ class PixelAttack:
             raise ValueError(f"optimiser must be one of {OPTIMISERS}, got {self.optimiser!r}")
         if self.restarts < 1:
             raise ValueError(f"restarts must be at least 1, got {self.restarts}")
+        if self.eot < 1:
+            raise ValueError(f"eot must be at least 1, got {self.eot}")
         if (self.restarts > 1 or self.members) and self.checkpoints:
             raise ValueError("checkpoints (the sweep's budgets) need a single run: restarts 1, no ensemble")
         for m in self.members:
@@ -151,7 +155,7 @@ class PixelAttack:
         """The fields an audit's config sets (a subclass adds its own)."""
         return {"eps": cfg.eps, "steps": cfg.steps, "alpha": cfg.alpha, "seed": cfg.seed, "early_stop": cfg.early_stop,
                 "downscale": cfg.downscale, "optimiser": cfg.optimiser, "restarts": cfg.restarts,
-                "members": cls.STRONG if cfg.ensemble else ()}
+                "members": cls.STRONG if cfg.ensemble else (), "eot": getattr(cfg, "eot", 1)}
 
     def params(self) -> dict:
         """What identifies this attack's results in the store: every field that decides them (the step size
@@ -183,6 +187,14 @@ class PixelAttack:
         raise NotImplementedError
 
     # -------------------------------------------------------------- machinery
+    def _objective(self, vlm: VLM, x_adv: list[torch.Tensor], samples: list[Sample], ctx: dict):
+        """The objective, its loss averaged over ``eot`` calls (each a new draw of a random defence: a model
+        behind one draws per call); the proxy is the last draw's."""
+        loss, deviates = self.objective(vlm, x_adv, samples, ctx)
+        for _ in range(self.eot - 1):
+            more, deviates = self.objective(vlm, x_adv, samples, ctx)
+            loss = loss + more
+        return loss / self.eot, deviates
     def _start(self, samples: list[Sample], shapes: list[tuple[int, ...]], restart: int = 0) -> list[torch.Tensor]:
         """The starting perturbation: zero, or uniform in the eps-ball; restarts after the first always start at
         random, each from its own seed."""
@@ -313,15 +325,15 @@ class PixelAttack:
             if square:  # the loss alone: propose, score, keep what raised it (or already deviates)
                 with torch.no_grad():
                     cands = [square.propose(states[i], delta[i], lambda v, i=i: project(i, v)) for i in idx]
-                    loss, deviates = self.objective(vlm, [(x_opt[i] + c).clamp(0, 1) for i, c in zip(idx, cands)],
-                                                    sub, sub_ctx)
+                    loss, deviates = self._objective(vlm, [(x_opt[i] + c).clamp(0, 1) for i, c in zip(idx, cands)],
+                                                     sub, sub_ctx)
                     keep = deviates.tolist() if deviates is not None else [False] * len(idx)
                     for i, li, kp in zip(idx, loss.float().tolist(), keep):
                         delta[i] = square.settle(states[i], delta[i], li, kp)
             else:
                 d = [delta[i].clone().requires_grad_(True) for i in idx]
-                loss, deviates = self.objective(vlm, [(x_opt[i] + di).clamp(0, 1) for i, di in zip(idx, d)], sub,
-                                                sub_ctx)
+                loss, deviates = self._objective(vlm, [(x_opt[i] + di).clamp(0, 1) for i, di in zip(idx, d)], sub,
+                                                 sub_ctx)
                 grads = torch.autograd.grad(loss.sum(), d)
                 losses = loss.detach().float().tolist()
                 with torch.no_grad():
@@ -333,7 +345,7 @@ class PixelAttack:
                             delta[i] = project(i, di + self.step_size * g.sign())
             for i in idx:
                 steps[i] += 1
-                passes[i] += self.passes_per_step
+                passes[i] += self.passes_per_step * self.eot
             if early and ((step + 1) % self.check_interval == 0):
                 # The teacher-forced pass already tells which answers deviate; only those are
                 # confirmed by generation (a pass that says "still correct" costs nothing).

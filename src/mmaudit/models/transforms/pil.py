@@ -1,0 +1,24 @@
+"""Between (3, H, W) float tensors in [0, 1] and Pillow images: the real transforms run on what an image file
+holds (8-bit RGB)."""
+
+import numpy as np
+import torch
+from PIL import Image
+
+
+def to_pil(x: torch.Tensor) -> Image.Image:
+    return Image.fromarray((x.detach().clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).cpu().numpy())
+
+
+def from_pil(im: Image.Image) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(im.convert("RGB"), dtype=np.float32)).permute(2, 0, 1) / 255
+
+
+def positive(arg: str, what: str, cast=float):
+    try:
+        v = cast(arg)
+    except ValueError:
+        raise ValueError(f"{what}, got {arg!r}") from None
+    if v <= 0:
+        raise ValueError(f"{what}, got {arg!r}")
+    return v
