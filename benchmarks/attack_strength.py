@@ -152,7 +152,8 @@ def ensemble(levels: list[str], n: int, seeds: tuple[int, ...] = (0, 1, 2)) -> l
                   f"{strong['passes']:.1f} against the old preset's {old['passes']:.1f} "
                   f"({strong['passes'] / old['passes']:.2f}x)")
             rows.append({"level": level, "n_correct": k, "strong": strong, "square": square, "union": union,
-                         "refs": {f"{lo}:{sd}": r for (lo, sd), r in refs.items()}, "missed": missed})
+                         "refs": {f"{lo}:{sd}": r for (lo, sd), r in refs.items()},
+                         "missed": {f"{lo}:{sd}": v for (lo, sd), v in missed.items()}})
     return rows
 
 
@@ -253,7 +254,7 @@ def main() -> None:
     if not args.skip_transfer:
         out["transfer"] = transfer(args.n, args.surrogate_settings.split(","))
     if args.json:
-        args.json.write_text(json.dumps(out, indent=1, default=str))
+        args.json.write_text(json.dumps(out, indent=1, default=sorted))  # sets as sorted lists
 
 
 if __name__ == "__main__":

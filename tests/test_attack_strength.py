@@ -291,7 +291,9 @@ def test_the_strong_preset_runs_each_pixel_attack_as_its_ensemble_and_leaves_the
     assert list(attack_params("end_pgd", strong)["members"]) == ["ce", "dlr", "margin:x2", "square:250"]
     for preset in ("paper", "fast"):  # no ensemble: keys without members, as before
         cfg = AuditOptions(strength=preset).audit_config()
-        assert all("members" not in attack_params(a, cfg) for a in ("end_pgd", "vis_pgd", "mantis"))
+        assert all("members" not in attack_params(a, cfg) and "eot" not in attack_params(a, cfg)
+                   for a in ("end_pgd", "vis_pgd", "mantis"))
+    assert attack_params("end_pgd", AuditOptions().audit_config()) == EndPGD().params()  # the paper's keys
 
 
 def test_leave_one_out_surrogates_transfer_and_never_count_for_a_target_they_were_made_from(tmp_path):
