@@ -16,10 +16,7 @@ class BitDepth(Transform):
 
     @classmethod
     def from_arg(cls, arg: str) -> "BitDepth":
-        b = positive(arg or "5", "a bit depth from 1 to 8", int)
-        if b > 8:
-            raise ValueError(f"a bit depth from 1 to 8, got {arg!r}")
-        return cls(b)
+        return cls(positive(arg or "5", "a bit depth from 1 to 8", int, most=8))
 
     @property
     def spec(self) -> str:

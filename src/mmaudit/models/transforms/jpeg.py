@@ -21,10 +21,7 @@ class JPEG(Transform):
 
     @classmethod
     def from_arg(cls, arg: str) -> "JPEG":
-        q = positive(arg or "75", "a quality from 1 to 100", int)
-        if q > 100:
-            raise ValueError(f"a quality from 1 to 100, got {arg!r}")
-        return cls(q)
+        return cls(positive(arg or "75", "a quality from 1 to 100", int, most=100))
 
     @property
     def spec(self) -> str:

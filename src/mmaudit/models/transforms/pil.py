@@ -14,11 +14,12 @@ def from_pil(im: Image.Image) -> torch.Tensor:
     return torch.from_numpy(np.asarray(im.convert("RGB"), dtype=np.float32)).permute(2, 0, 1) / 255
 
 
-def positive(arg: str, what: str, cast=float):
+def positive(arg: str, what: str, cast=float, most: float | None = None):
+    """``arg`` read as a positive number (at most ``most``); ValueError saying ``what`` it should be."""
     try:
         v = cast(arg)
     except ValueError:
         raise ValueError(f"{what}, got {arg!r}") from None
-    if v <= 0:
+    if v <= 0 or (most is not None and v > most):
         raise ValueError(f"{what}, got {arg!r}")
     return v
