@@ -40,6 +40,8 @@ class ChannelVLM:
         self.calls = 0
 
     def __getattr__(self, attr):  # anything else the adapter offers (its processor, its model type, ...)
+        if attr == "inner":  # not set yet (a copy being made): no recursion
+            raise AttributeError(attr)
         return getattr(self.inner, attr)
 
     def settings(self) -> dict:
