@@ -11,7 +11,7 @@ def to_pil(x: torch.Tensor) -> Image.Image:
 
 
 def from_pil(im: Image.Image) -> torch.Tensor:
-    return torch.from_numpy(np.asarray(im.convert("RGB"), dtype=np.float32)).permute(2, 0, 1) / 255
+    return torch.from_numpy(np.array(im.convert("RGB"), dtype=np.float32)).permute(2, 0, 1) / 255
 
 
 def positive(arg: str, what: str, cast=float, most: float | None = None):
