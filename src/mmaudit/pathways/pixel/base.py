@@ -82,6 +82,12 @@ class AttackResult:
         return out
 
 
+def saved(xq: list[torch.Tensor], x_u8: list[torch.Tensor]) -> tuple[list[np.ndarray], list[float]]:
+    """The quantised images as the PNGs will hold them (H, W, 3 uint8), and each one's L-inf distance."""
+    return ([q.permute(1, 2, 0).to(torch.uint8).numpy() for q in xq],
+            [float((q - xu).abs().max()) / 255 for q, xu in zip(xq, x_u8)])
+
+
 @dataclass
 class PixelAttack:
     """Base of Vis-PGD, End-PGD and MANTIS; ``atk(vlm, samples)`` runs it on a batch."""
@@ -365,8 +371,6 @@ class PixelAttack:
         confirm([i for i in range(n) if active[i] or answers[i] is None])
         if self.steps in self.checkpoints:
             flipped_at[self.steps] = list(flipped)
-        xq = [quantised(i) for i in range(n)]
-        adv = [q.permute(1, 2, 0).to(torch.uint8).numpy() for q in xq]
-        linf = [float((q - xu).abs().max()) / 255 for q, xu in zip(xq, x_u8)]
+        adv, linf = saved([quantised(i) for i in range(n)], x_u8)
         return AttackResult(adv, [a or "" for a in answers], flipped, steps, passes, linf, flipped_at,
                             [restart] * n)

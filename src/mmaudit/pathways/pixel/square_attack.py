@@ -13,12 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from mmaudit.errors import UsageError
 from mmaudit.models.blackbox import failed
 from mmaudit.models.vlm import VLM, to_image_tensor
-from mmaudit.pathways.pixel.base import SQUARE_QUERIES, AttackResult
+from mmaudit.pathways.pixel.base import SQUARE_QUERIES, AttackResult, saved
 from mmaudit.pathways.pixel.end_pgd import EndPGD
 from mmaudit.pathways.pixel.square import Square
 from mmaudit.pathways.registry import attack
@@ -88,7 +86,5 @@ class SquareAttack(EndPGD):
                 else:
                     still.append(i)
             active = still
-        xq = [self.quantise(xu, d) for xu, d in zip(x_u8, delta)]
-        adv = [q.permute(1, 2, 0).to(torch.uint8).numpy() for q in xq]
-        linf = [float((q - xu).abs().max()) / 255 for q, xu in zip(xq, x_u8)]
+        adv, linf = saved([self.quantise(xu, d) for xu, d in zip(x_u8, delta)], x_u8)
         return AttackResult(adv, answers, flipped, list(passes), passes, linf, {}, [0] * n)
