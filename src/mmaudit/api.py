@@ -171,6 +171,7 @@ class AuditResult:
 
     @classmethod
     def open(cls, folder: str | Path) -> AuditResult:
+        from mmaudit.report import all_warnings
         from mmaudit.report.build import audit_summary
 
         folder = Path(folder)
@@ -186,7 +187,7 @@ class AuditResult:
                                         Estimate.of(row.get("r_plus")), Estimate.of(row.get("gap")), pick["asr_"],
                                         pick["delta_"])
         return cls(folder, models, levels, list(summary["headline"]["sentences"]),
-                   list(summary["validity"]["warnings"]) + (summary.get("masking") or {}).get("warnings", []),
+                   all_warnings(summary),
                    summary)
 
     def records(self, kind: str | None = "attack") -> list[dict]:

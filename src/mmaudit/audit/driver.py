@@ -15,7 +15,7 @@ from pathlib import Path
 from mmaudit.audit.config import AuditConfig, make_attack
 from mmaudit.audit.evidence import ocr_evidence
 from mmaudit.audit.executors import Executor, LocalExecutor
-from mmaudit.audit.plan import AuditPlan, Unit
+from mmaudit.audit.plan import AuditPlan, Unit, pixel_sources, transfer_units
 from mmaudit.audit.units import EditCache
 from mmaudit.data.images import load_rgb
 from mmaudit.data.sample import Sample
@@ -85,6 +85,26 @@ def start_model(run, store: RunStore, plan: AuditPlan, k: int, meta: dict) -> tu
     return fp, meta["model"]
 
 
+def non_adaptive(run, k: int, plan: AuditPlan, store: RunStore, out: Path, meta: dict) -> None:
+    """A model behind a delivery channel or defence shown its bare model's own perturbations (made for the bare
+    model, the pipeline ignored): the non-adaptive attack, judged as a transfer on the pipeline's clean-correct
+    set. The source is the target itself without the pipeline, so it never counts as black-box transfer."""
+    bare, fp = meta["bare_fingerprint"], meta["fingerprint"]
+    sources = {key: recs for key, recs in pixel_sources(store, {a: [p] for a, p in plan.params.items()}).items()
+               if key[0] == bare}
+    units = transfer_units(plan, fp, store, sources, bare)
+    if not units:  # the bare model is not in this run (--adaptive-only)
+        return
+    run_shown(run, k, units, out, f"{meta['model']} non-adaptive")
+
+
+def run_shown(run, k: int, units: list, out: Path, label: str) -> None:
+    """Transfer units (unit, source, image paths): each source image read from the run folder when its unit is
+    sent."""
+    extra = {u: (s, p) for u, s, p in units}
+    run(k, list(extra), label, lambda u: ([load_rgb(out / p, p)[0] for p in extra[u][1]], *extra[u]))
+
+
 def drive(executor: Executor, plan: AuditPlan, out: Path, errors: list[InputError] | None = None,
           progress: Progress | None = None) -> RunStore:
     """Run what the plan says is left to do, unit by unit; every finished unit goes to the store at once."""
@@ -101,6 +121,8 @@ def drive(executor: Executor, plan: AuditPlan, out: Path, errors: list[InputErro
                     store.put(not_run(meta, attack, plan.params[attack], NO_GRADIENTS))
                     continue
                 run(k, plan.attack_units(fp, attack, store), f"{name} {attack}", lambda u: (plan.params[u.attack],))
+            if meta.get("bare_fingerprint"):
+                non_adaptive(run, k, plan, store, out, meta)
             if plan.recovery and key_of(kind="recovery_excluded", model=fp) not in store:
                 pairs = plan.recovery_units(fp, store)
                 paths = dict(pairs)  # adversarial images are read only for units still to run

@@ -14,6 +14,7 @@ earlier attacks); the plan reads it, never writes it.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
@@ -186,3 +187,39 @@ class AuditPlan:
         units = self._units("recovery", [[by_id[r["sample"]] for r in c] for c in flips],
                             lambda c: recovery_keys(fingerprint, c, self.cfg), None, fingerprint, store)
         return [(u, [r["image"] for r in c]) for u, c in zip(units, flips)]
+
+
+def pixel_sources(store: RunStore, params: dict[str, dict]) -> dict[tuple[str, str], list[dict]]:
+    """(source fingerprint, pixel attack) -> the source's records that saved an image with the parameters asked
+    for (a white-box attack's at the run's, a crafted one's at this transfer's), in sample order."""
+    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in [*store.records("attack"), *store.records("crafted")]:
+        if registry.is_pixel(r["attack"]) and r.get("image") and r["params"] in params.get(r["attack"], []):
+            out[(r["fingerprint"], r["attack"])].append(r)
+    return {k: sorted(v, key=lambda r: r["sample"]) for k, v in sorted(out.items())}
+
+
+def transfer_key(target: str, source: dict, sample_fp: str) -> str:
+    return key_of(kind="transfer", model=target, source=source["fingerprint"], sample=sample_fp,
+                  attack=source["params"], image=source["image"])
+
+
+def transfer_units(plan: AuditPlan, target: str, store: RunStore, sources: dict[tuple[str, str], list[dict]],
+                   bare: str | None = None) -> list[tuple[Unit, dict, list[str]]]:
+    """Per (source, attack), the target's clean-correct samples that have a source image, in the plan's fixed
+    chunks: (unit, source, image paths). ``bare``: the fingerprint of the model the target is behind a pipeline
+    of; its images are the target's non-adaptive attack (made from the target's own weights), not a transfer."""
+    correct = {s.id for s in correct_set(store, target, plan.samples)}
+    out = []
+    for (fp, attack), recs in sources.items():
+        by_sample = {r["sample"]: r for r in recs if r["sample"] in correct}
+        source = {"model": recs[0]["model"], "fingerprint": fp, "attack": attack, "params": recs[0]["params"],
+                  "members": recs[0].get("members", [fp])}
+        if fp == bare:
+            source |= {"members": [fp, target], "non_adaptive": True}
+        for chunk in chunks_of([plan.by_id[i] for i in sorted(by_sample)], plan.cfg.batch):
+            paths = [by_sample[s.id]["image"] for s in chunk]
+            keys = tuple(transfer_key(target, source | {"image": p}, sample_fingerprint(s))
+                         for s, p in zip(chunk, paths))
+            out.append((Unit("transfer", tuple(s.id for s in chunk), keys, attack), source, paths))
+    return out

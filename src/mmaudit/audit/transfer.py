@@ -18,15 +18,13 @@ was made from.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmaudit.audit.driver import NO_GRADIENTS, Progress, not_run, start_model, unit_runner, write_files
+from mmaudit.audit.driver import NO_GRADIENTS, Progress, not_run, run_shown, start_model, unit_runner, write_files
 from mmaudit.audit.executors import Executor
-from mmaudit.audit.plan import AuditPlan, Unit, chunks_of, correct_set
+from mmaudit.audit.plan import AuditPlan, chunks_of, correct_set, pixel_sources, transfer_units
 from mmaudit.audit.units import png_bytes
-from mmaudit.data.images import load_rgb
 from mmaudit.data.sample import Sample, sample_fingerprint
 from mmaudit.judge.match import Judge
 from mmaudit.models.encoders import Ensemble
@@ -35,16 +33,6 @@ from mmaudit.pathways.pixel.surrogate import SurrogateEnsemble
 from mmaudit.store import RunStore, key_of
 
 NOT_ATTACKED = "a transfer target: not attacked white-box in this run"
-
-
-def pixel_sources(store: RunStore, params: dict[str, dict]) -> dict[tuple[str, str], list[dict]]:
-    """(source fingerprint, pixel attack) -> the source's records that saved an image with the parameters asked
-    for (a white-box attack's at the run's, a crafted one's at this transfer's), in sample order."""
-    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for r in [*store.records("attack"), *store.records("crafted")]:
-        if registry.is_pixel(r["attack"]) and r.get("image") and r["params"] in params.get(r["attack"], []):
-            out[(r["fingerprint"], r["attack"])].append(r)
-    return {k: sorted(v, key=lambda r: r["sample"]) for k, v in sorted(out.items())}
 
 
 @dataclass(frozen=True)
@@ -60,12 +48,14 @@ class Surrogates:
     target: str = "typo_evid"  # the rendered-text attack whose image is each question's target
     loss: str = "away"
     features: str = "tokens"
+    channel: str | None = None  # crafted through the targets' pipeline (its stand-ins' gradients)
+    defence: str | None = None
 
     def attack(self, ensemble: Ensemble, plan: AuditPlan) -> SurrogateEnsemble:
         edit = registry.spec(self.target).cls.from_config(plan.cfg, plan.judge or Judge())
         return SurrogateEnsemble(eps=self.eps, steps=self.steps, alpha=self.alpha, seed=plan.cfg.seed,
                                  crop_scale=self.crop_scale, ensemble=ensemble, target=edit, loss=self.loss,
-                                 features=self.features)
+                                 features=self.features, channel=self.channel, defence=self.defence)
 
 
 def craft(plan: AuditPlan, store: RunStore, out: Path, surrogates: Surrogates, targets: list[str],
@@ -103,29 +93,6 @@ def write_crafted(store: RunStore, out: Path, ensemble: Ensemble, attack: Surrog
                    for s, k, p, li, ps in zip(chunk, keys, paths, res.linf, res.passes))
 
 
-def transfer_key(target: str, source: dict, sample_fp: str) -> str:
-    return key_of(kind="transfer", model=target, source=source["fingerprint"], sample=sample_fp,
-                  attack=source["params"], image=source["image"])
-
-
-def transfer_units(plan: AuditPlan, target: str, store: RunStore,
-                   sources: dict[tuple[str, str], list[dict]]) -> list[tuple[Unit, dict, list[str]]]:
-    """Per (source, attack), the target's clean-correct samples that have a source image, in the plan's fixed
-    chunks: (unit, source, image paths)."""
-    correct = {s.id for s in correct_set(store, target, plan.samples)}
-    out = []
-    for (fp, attack), recs in sources.items():
-        by_sample = {r["sample"]: r for r in recs if r["sample"] in correct}
-        source = {"model": recs[0]["model"], "fingerprint": fp, "attack": attack, "params": recs[0]["params"],
-                  "members": recs[0].get("members", [fp])}
-        for chunk in chunks_of([plan.by_id[i] for i in sorted(by_sample)], plan.cfg.batch):
-            paths = [by_sample[s.id]["image"] for s in chunk]
-            keys = tuple(transfer_key(target, source | {"image": p}, sample_fingerprint(s))
-                         for s, p in zip(chunk, paths))
-            out.append((Unit("transfer", tuple(s.id for s in chunk), keys, attack), source, paths))
-    return out
-
-
 def drive_transfer(executor: Executor, plan: AuditPlan, out: Path, progress: Progress | None = None,
                    surrogates: Surrogates | None = None) -> RunStore:
     """Every target's clean pass; the surrogates' images (if asked for); then per target its rendered-text attacks
@@ -150,10 +117,8 @@ def drive_transfer(executor: Executor, plan: AuditPlan, out: Path, progress: Pro
                 elif not any(r["fingerprint"] == fp and r["attack"] == attack for r in store.records("attack")):
                     reason = NO_GRADIENTS if meta.get("black_box") else NOT_ATTACKED
                     store.put(not_run(meta, attack, plan.params[attack], reason))
-            units = transfer_units(plan, fp, store, sources)
-            extra = {u: (s, p) for u, s, p in units}
-            run(k, list(extra), f"{name} transfer", lambda u, extra=extra: (
-                [load_rgb(out / p, p)[0] for p in extra[u][1]], *extra[u]))
+            run_shown(run, k, transfer_units(plan, fp, store, sources, meta.get("bare_fingerprint")), out,
+                      f"{name} transfer")
     finally:
         executor.close()
     return store

@@ -181,6 +181,7 @@ def transfer_unit(vlm: Target, chunk: list[Sample], keys: list[str], images: lis
                         "attack": source["attack"], "params": source["params"], "image": path,
                         "reference": s.answer, "question": s.question, **prompt_field(s), "answer": a,
                         "flipped": not judge.correct(a, s) and not failed(a)}
+                       | ({"non_adaptive": True} if source.get("non_adaptive") else {})
                        | ({"reply_error": problem} if problem else {}) | ({"error": problem} if failed(a) else {}))
     return UnitResult(records)
 

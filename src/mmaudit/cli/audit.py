@@ -106,12 +106,11 @@ def run_audit_command(options: AuditOptions | None = None, *, models: list | Non
         refuse_endpoints(specs, "endpoint targets need no GPU: run them with --executor local")
     out = opts.out
     # models load before anything is written
-    if models is None and opts.executor == "local":
-        models = load_models(specs, placement, opts.endpoint_settings())
-    elif models is not None and opts.pipeline() is not None:  # held models go behind the pipeline too
-        from mmaudit.models.channel import ChannelVLM
-
-        models = [ChannelVLM(m, opts.pipeline()) for m in models]
+    if models is None and opts.executor == "local":  # a model behind a pipeline shares its bare one's weights
+        wrapped = [s.partition("#")[0] for s in specs if "#" in s]  # with a pipeline: each bare model once
+        models = load_models(wrapped or specs, placement, opts.endpoint_settings())
+    if models is not None and opts.pipeline() is not None:
+        models = with_bare(models, opts.pipeline(), not opts.adaptive_only)
     with RunLock(out, "mmaudit audit", opts.wait) as lock:
         if lock.previous:
             console.print(f"[yellow]took over the lock of process {lock.previous.get('pid')}, which is no longer "
@@ -155,9 +154,19 @@ def configure(opts: AuditOptions, samples: list | None = None):
     if opts.pipeline() is not None:
         from mmaudit.models.channel import with_pipeline
 
-        refuse_endpoints(specs, "--channel and --defence apply to white-box models for now")
-        specs = [with_pipeline(s, opts.channel, opts.defence) for s in specs]
+        bare = [s for s in specs if not opts.adaptive_only and not s.startswith("endpoint:")]
+        specs = bare + [with_pipeline(s, opts.channel, opts.defence) for s in specs]
     return placement, cfg, plan, loaded, specs
+
+
+def with_bare(models: list, pipeline, non_adaptive: bool) -> list:
+    """The models behind the pipeline, after the white-box ones bare (``non_adaptive``): the bare model's own
+    perturbations, judged through the pipeline, are the non-adaptive column; its records are a bare run's."""
+    from mmaudit.models.channel import behind
+    from mmaudit.models.vlm import VLM
+
+    bare = [m for m in models if non_adaptive and isinstance(m, VLM)]
+    return bare + [behind(m, pipeline) for m in models]
 
 
 @contextmanager
@@ -181,7 +190,7 @@ def usage_of(black: list) -> dict:
 
 def print_summary(out: Path, n_boot: int | None = None, transfer_only: bool = False) -> tuple[dict, list[Path]]:
     """Rebuild the report and print every table (or only the transfer tables), the headline and the warnings."""
-    from mmaudit.report import all_tables
+    from mmaudit.report import all_tables, all_warnings
     from mmaudit.report.build import rebuild
     from mmaudit.report.transfer import transfer_tables
 
@@ -195,7 +204,7 @@ def print_summary(out: Path, n_boot: int | None = None, transfer_only: bool = Fa
     console.rule("Headline")
     for sentence in summary["headline"]["sentences"]:
         console.print(f"- {escape(sentence)}", soft_wrap=True)
-    for warning in summary["validity"]["warnings"] + (summary.get("masking") or {}).get("warnings", []):
+    for warning in all_warnings(summary):
         console.print(f"[yellow]Warning: {escape(warning)}[/yellow]")
     if summary["errors"]:
         console.print(f"[yellow]{len(summary['errors'])} errors (samples that could not be audited, replies that "
@@ -259,6 +268,15 @@ def run_transfer_command(run: Path, to: list[str] | None = None, options: Transf
     targets = list(dict.fromkeys(specs + expand(to or [])))
     models = load_models(targets, placement, opts.endpoint_settings())
     surrogates = surrogates_of(opts, dict(zip(targets, models)), specs, placement)
+    pipeline = opts.pipeline()
+    if pipeline is not None:  # every target is shown what the pipeline makes of each image
+        if audit_opts.pipeline() is not None:
+            raise UsageError(f"{run}: its models are already behind --channel/--defence; transfer --channel puts "
+                             "bare targets behind one")
+        from mmaudit.models.channel import behind
+
+        models = [behind(m, pipeline) for m in models]
+        targets = [m.name for m in models]
     with RunLock(run, "mmaudit audit transfer", opts.wait):
         black, checks = attach(models, run)
         crafted = [surrogates.attack(e, plan).params() for e, _ in surrogates.ensembles] if surrogates else None
@@ -303,7 +321,8 @@ def surrogates_of(opts: TransferOptions, loaded: dict, run_specs: list[str], pla
         if value not in allowed:
             raise UsageError(f"{flag} {value!r}: one of {', '.join(allowed)}")
     return Surrogates(ensembles, eps=parse_eps(opts.surrogate_eps), steps=opts.surrogate_steps, crop_scale=scale,
-                      target=opts.surrogate_target, loss=opts.surrogate_loss, features=opts.surrogate_features)
+                      target=opts.surrogate_target, loss=opts.surrogate_loss, features=opts.surrogate_features,
+                      channel=opts.channel, defence=opts.defence)
 
 
 def sweep(options: SweepOptions) -> None:

@@ -173,8 +173,13 @@ class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
                                  "differentiable stand-in (straight through where there is none).")
     defence: str | None = option(None, "What the deployment adds after the channel, e.g. bitdepth:5, median:3, "
                                  "blur:1.0, random-resize-pad:0.9-1.1; as --channel.")
-    eot: int = option(1, "Expectation over transformation: each attack step averages its loss over this many draws "
-                      "of a random --defence (AutoAttack's randomised version uses 20).")
+    adaptive_only: bool = option(False, "With --channel or --defence, skip the bare model: by default each white-box "
+                                 "model is also audited bare and its own perturbations are judged through the "
+                                 "pipeline, so the report shows bare / non-adaptive / adaptive side by side.",
+                                 "--adaptive-only", flag=True)
+    eot: int | None = option(None, "Expectation over transformation: each attack step averages its loss over this "
+                             "many draws of a random --defence (default 1; 20 under --strength strong, "
+                             "AutoAttack's choice for randomised defences).")
 
     def pipeline(self):
         """The channel and defence (None without either); a bad spec fails here, before any model loads."""
@@ -191,7 +196,7 @@ class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
         strength = self.resolved_strength()
         return AuditConfig(attacks=parse_list(self.attacks), eps=parse_eps(self.eps), steps=strength["steps"],
                            optimiser=strength["optimiser"], restarts=strength["restarts"], end_loss=self.end_pgd_loss,
-                           ensemble=strength["ensemble"], eot=self.eot,
+                           ensemble=strength["ensemble"], eot=self.resolved_eot(),
                            alpha=self.alpha, seed=self.seed, batch=self.placement().batch(self.batch),
                            early_stop=not self.paper_protocol, downscale=self.downscale,
                            typo_position=self.typo_position, max_chars=self.max_chars, editor=make_editor(self.editor),
@@ -212,6 +217,15 @@ class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
         return out
 
 
+    def resolved_eot(self) -> int:
+        """Draws per step: --eot, else 20 under the strong preset when the pipeline draws at random, else 1."""
+        if self.eot is not None:
+            if self.eot < 1:
+                raise UsageError(f"--eot {self.eot}: at least 1")
+            return self.eot
+        pipeline = self.pipeline()
+        return STRONG_EOT if self.strength == "strong" and pipeline is not None and pipeline.random else 1
+
     def resolved_strength(self) -> dict:
         """The preset with what the options override: {preset, optimiser, steps, restarts}."""
         if self.strength not in STRENGTHS:
@@ -223,6 +237,7 @@ class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
 # The pixel attacks' strength presets; "paper" is the default and reproduces every earlier figure.
 # "strong" runs each pixel attack as AutoAttack composes it: its objectives in turn (APGD, 100 steps each), each on
 # what the earlier ones left, then the gradient-free Square search (the attack class's STRONG members).
+STRONG_EOT = 20  # AutoAttack's draws per step against a randomised defence
 STRENGTHS = {"fast": {"optimiser": "pgd", "steps": 10, "restarts": 1, "ensemble": False},
              "paper": {"optimiser": "pgd", "steps": 40, "restarts": 1, "ensemble": False},
              "strong": {"optimiser": "apgd", "steps": 100, "restarts": 1, "ensemble": True}}
@@ -250,6 +265,16 @@ class TransferOptions(PluginOptions, PlacementOptions, EndpointOptions):
     surrogate_features: str = option("tokens", "What the surrogates compare: pooled (one embedding per image, "
                                      "M-Attack's) or tokens (the encoder's token features, position by position).")
     wait: bool = AuditOptions.model_fields["wait"]
+    channel: str | None = option(None, "Show every target each image as this delivery channel makes it (what an API "
+                                 "does to uploads, e.g. jpeg:75), as `mmaudit audit --channel`; surrogate images "
+                                 "are crafted through it (its differentiable stand-in).")
+    defence: str | None = AuditOptions.model_fields["defence"]
+
+    def pipeline(self):
+        """The targets' channel and defence (None without either)."""
+        from mmaudit.models.transforms import Pipeline
+
+        return Pipeline.of(self.channel, self.defence)
 
 
 class SweepOptions(PluginOptions, PlacementOptions):

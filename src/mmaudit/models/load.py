@@ -128,13 +128,11 @@ def load_model(spec: str, placement: Placement | None = None, endpoint: dict | N
     """One model by spec, placed as ``placement`` says (default: auto); ``endpoint``: the chat client's settings
     for an endpoint target (concurrency, price_per_1k, budget, max_tokens). A spec that carries a delivery
     channel or defence (``zoo:L1#channel=jpeg:75``, :mod:`mmaudit.models.channel`) loads behind it."""
-    from mmaudit.models.channel import ChannelVLM, split_pipeline
+    from mmaudit.models.channel import behind, split_pipeline
 
     spec, pipeline = split_pipeline(spec)
     if pipeline is not None:
-        if spec.startswith("endpoint:"):
-            raise UsageError(f"--model {spec}: --channel and --defence apply to white-box models for now")
-        return ChannelVLM(load_model(spec, placement, endpoint), pipeline)
+        return behind(load_model(spec, placement, endpoint), pipeline)
     check_spec(spec)
     if spec.startswith("endpoint:"):
         from mmaudit.models.blackbox import EndpointVLM, parse_endpoint

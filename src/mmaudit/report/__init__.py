@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mmaudit.report.channels import channel_summary
 from mmaudit.report.diagnostics import examples, ocr_summary, recovery_summary, text_diagnostics
 from mmaudit.report.headline import headline
 from mmaudit.report.markdown import write_report
@@ -43,6 +44,7 @@ def summarise(store: RunStore, attack_params: dict[str, dict] | None = None, n_b
     summary["masking"] = masking_check(store, attack_params)
     summary["members"] = member_table(store, attack_params)
     summary["transfer"] = transfer_summary(store, attack_params, n_boot, seed)
+    summary["channels"] = channel_summary(store, attack_params, n_boot, seed)
     summary["endpoint_checks"] = list({r["fingerprint"]: r for r in store.records("endpoint_check")}.values())
     summary["headline"] = headline(summary)
     summary["bootstrap"] = {"replicates": n_boot, "seed": seed,
@@ -50,4 +52,10 @@ def summarise(store: RunStore, attack_params: dict[str, dict] | None = None, n_b
     return summary
 
 
-__all__ = ["all_tables", "model_flags", "summarise", "table_rows", "write_report"]
+def all_warnings(summary: dict) -> list[str]:
+    """Every warning the run's figures carry: validity, gradient masking, a pipeline that only looks robust."""
+    return (list(summary["validity"]["warnings"]) + (summary.get("masking") or {}).get("warnings", [])
+            + (summary.get("channels") or {}).get("warnings", []))
+
+
+__all__ = ["all_warnings", "all_tables", "model_flags", "summarise", "table_rows", "write_report"]

@@ -26,6 +26,8 @@ def _tables(summary: dict) -> str:
         parts.append(f"<p class=\"warn\">{esc(union_note(summary))}</p>")
     for title, head, rows in all_tables(summary):
         parts.append(f"<h3>{esc(title)}</h3>" + table(head, rows, macro=[" macro (" in r[0] for r in rows]))
+    parts += [f"<p class=\"warn channel-warning\">{esc(w)}</p>"
+              for w in (summary.get("channels") or {}).get("warnings", [])]
     rk = summary.get("ranking")
     if rk:
         parts.append(f"<p>End-PGD vs R+ ranking over {rk['n_models']} models: Spearman ρ {rk['spearman_rho']:.3f}, "

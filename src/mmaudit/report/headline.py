@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mmaudit.report.channels import channel_sentence
 from mmaudit.report.tables import coverage_note, moved_text, not_run_note
 
 
@@ -73,6 +74,9 @@ def headline(summary: dict) -> dict:
         name = f"strength {st['preset']} " if st.get("preset") else ""
         sentences.append(f"Pixel attacks at {name}({strength_settings(st)}): R+ is a lower bound that a stronger "
                          "attack can only raise.")
+    channel = channel_sentence(summary)
+    if channel:
+        sentences.append(channel)
     masked = [m for m in (summary.get("masking") or {}).get("models", []) if m["square_only"]]
     if masked:
         counts = ", ".join(f"{m['model']} {m['square_only']}" for m in masked)

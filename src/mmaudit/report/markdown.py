@@ -95,6 +95,7 @@ def write_report(summary: dict, out: Path, notes: list[str] | None = None) -> Pa
     lines += member_lines(summary)
     for title, head, rows in all_tables(summary):
         lines += md_table(title, head, rows)
+    lines += [f"**Warning:** {md_text(w)}" for w in (summary.get("channels") or {}).get("warnings", [])]
     for title, head, rows in transfer_tables(summary):
         lines += md_table(title, head, rows)
     if summary["ranking"]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mmaudit.pathways import registry
+from mmaudit.report.channels import channel_tables
 
 Table = tuple[str, list[str], list[list[str]]]
 
@@ -127,7 +128,7 @@ def all_tables(summary: dict) -> list[Table]:
     return [(f"FusionAudit: % of each model's clean-correct set{suffix}", head, rows),
             (f"Level macros: % of C, mean over each level's models, 95% CI{' (partial suite)' if note else ''}",
              lhead, lrows)] + \
-        diagnostic_tables(summary)
+        channel_tables(summary) + diagnostic_tables(summary)
 
 
 def moved_text(ranking: dict) -> str:

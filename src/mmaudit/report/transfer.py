@@ -32,7 +32,9 @@ def transfer_summary(store: RunStore, attack_params: dict[str, dict] | None, n_b
                      examples: int = 6) -> dict | None:
     """The matrix, the black-box R+ per target, and a few transferred images that flipped a target; None when
     the run has no transfer records."""
-    recs = [r for r in store.records("transfer") if wanted(r, attack_params) and not r.get("error")]
+    # a model's own perturbations through its pipeline are the channel table's non-adaptive column
+    recs = [r for r in store.records("transfer") if wanted(r, attack_params) and not r.get("error")
+            and not r.get("non_adaptive")]
     if not recs:
         return None
     flags = flags_by_fingerprint(store, attack_params)

@@ -1,3 +1,13 @@
-"""The built-in transforms: channels (jpeg, resize) and defences (bitdepth, median, blur, random-resize-pad)."""
+"""The built-in transforms: channels (jpeg, resize) and defences (bitdepth, median, blur, noise, random-jpeg,
+random-resize-pad)."""
 
-from mmaudit.models.transforms import bitdepth, blur, jpeg, median, random_resize_pad, resize  # noqa: F401
+from mmaudit.models.transforms import (  # noqa: F401
+    bitdepth,
+    blur,
+    jpeg,
+    median,
+    noise,
+    random_jpeg,
+    random_resize_pad,
+    resize,
+)

@@ -23,3 +23,12 @@ def positive(arg: str, what: str, cast=float, most: float | None = None):
     if v <= 0 or (most is not None and v > most):
         raise ValueError(f"{what}, got {arg!r}")
     return v
+
+
+def span(arg: str, what: str, cast=float, most: float | None = None) -> tuple:
+    """``LO-HI`` (or one number, LO = HI) read as two positive numbers with LO <= HI; ValueError saying ``what``."""
+    lo, sep, hi = arg.partition("-")
+    low, high = positive(lo, what, cast, most), positive(hi if sep else lo, what, cast, most)
+    if low > high:
+        raise ValueError(f"LO-HI with LO <= HI, got {arg!r}")
+    return low, high

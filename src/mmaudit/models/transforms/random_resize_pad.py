@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from mmaudit.models.transforms import Transform, transform
-from mmaudit.models.transforms.pil import from_pil, positive, to_pil
+from mmaudit.models.transforms.pil import from_pil, span, to_pil
 
 
 @transform("random-resize-pad", role="defence")
@@ -23,11 +23,7 @@ class RandomResizePad(Transform):
 
     @classmethod
     def from_arg(cls, arg: str) -> "RandomResizePad":
-        lo, sep, hi = (arg or "0.9-1.1").partition("-")
-        low, high = positive(lo, "LO-HI, two factors"), positive(hi if sep else lo, "LO-HI, two factors")
-        if low > high:
-            raise ValueError(f"LO-HI with LO <= HI, got {arg!r}")
-        return cls(low, high)
+        return cls(*span(arg or "0.9-1.1", "LO-HI, two factors"))
 
     @property
     def spec(self) -> str:

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from mmaudit.models.encoders import Ensemble, resize
+from mmaudit.models.transforms import Pipeline
 from mmaudit.models.vlm import to_image_tensor
 from mmaudit.pathways.pixel.base import PixelAttack
 from mmaudit.pathways.registry import attack
@@ -72,6 +73,10 @@ class SurrogateEnsemble(PixelAttack):
     target: TextAttack = field(default_factory=TypoEvid, metadata={"key": "nested"})
     loss: str = "away"
     features: str = "tokens"
+    # crafted through the targets' delivery pipeline: the encoders see its real output, the gradient flows through
+    # its stand-ins (as an adaptive white-box attack does); the clean and target references pass through it too
+    channel: str | None = field(default=None, metadata={"key": "omit_default"})
+    defence: str | None = field(default=None, metadata={"key": "omit_default"})
 
     STRONG = ()  # crafted, never asked: no ensemble of objectives (its own ``ensemble`` is of surrogate encoders)
 
@@ -81,6 +86,7 @@ class SurrogateEnsemble(PixelAttack):
             raise ValueError(f"surrogate loss must be one of {LOSSES}, got {self.loss!r}")
         if self.features not in FEATURES:
             raise ValueError(f"surrogate features must be one of {FEATURES}, got {self.features!r}")
+        _ = self.pipeline  # a bad --channel/--defence is named before any crafting
 
     def params(self) -> dict:
         p = super().params()
@@ -93,6 +99,17 @@ class SurrogateEnsemble(PixelAttack):
         if self.features == "pooled":
             return F.normalize(encoder.embed(images), dim=-1)
         return encoder.features(images).flatten(1)
+
+    @property
+    def pipeline(self) -> Pipeline | None:
+        return Pipeline.of(self.channel, self.defence)
+
+    def delivered(self, x: torch.Tensor, g: torch.Generator, adaptive: bool = True) -> torch.Tensor:
+        """The image as the targets receive it (itself without a pipeline)."""
+        pipe = self.pipeline
+        if pipe is None:
+            return x
+        return pipe.adaptive(x, g) if adaptive else pipe.real(x, g)
 
     def prepare(self, vlm, x, samples):
         """Per surrogate, each question's reference embeddings (its target image's and/or its clean image's,
@@ -107,6 +124,8 @@ class SurrogateEnsemble(PixelAttack):
             refs["clean"] = list(x)
         ctx = {"rng": [torch.Generator().manual_seed(zlib.crc32(f"{self.seed}:crop:{s.id}".encode()))
                        for s in samples]}
+        refs = {name: [self.delivered(im, torch.Generator().manual_seed(0), adaptive=False) for im in images]
+                for name, images in refs.items()}
         with torch.no_grad():
             for k, enc in enumerate(self.ensemble.members):
                 for name, images in refs.items():
@@ -121,7 +140,7 @@ class SurrogateEnsemble(PixelAttack):
         return resize(crop, tuple(x.shape[-2:])) if self.features == "tokens" else crop
 
     def objective(self, vlm, x_adv, samples, ctx):
-        views = [self.view(x, g) for x, g in zip(x_adv, ctx["rng"])]
+        views = [self.view(self.delivered(x, g), g) for x, g in zip(x_adv, ctx["rng"])]
         scores = []
         for k, enc in enumerate(self.ensemble.members):
             emb = self.encode(enc, [v.to(enc.device) for v in views])
