@@ -9,7 +9,7 @@ from PIL import Image
 from mmaudit.data.loaders import load_chartqa, load_docvqa, load_mme, select_balanced
 from mmaudit.data.sample import Sample
 from mmaudit.errors import InputError
-from mmaudit.models.hf.registry import PAPER_MODELS, NotSupportedYet, check_supported, lookup
+from mmaudit.models.hf.registry import PAPER_MODELS, check_supported, lookup
 
 
 def png(path, value=128):
@@ -81,9 +81,8 @@ def test_registry_lists_the_papers_18_models_by_level():
     assert len(PAPER_MODELS) == 18 and (levels.count("L1"), levels.count("L2"), levels.count("L3")) == (4, 7, 7)
     assert lookup("qwen2.5-vl-3b").hub_id == "Qwen/Qwen2.5-VL-3B-Instruct"
     assert check_supported("Qwen2.5-VL-7B").level == "L2"
-    with pytest.raises(NotSupportedYet, match="trust_remote_code=True.*HFAdapter"):
-        check_supported("Qwen-VL-Chat")  # the one left: it says how to run it where the user trusts its code
-    assert sum(e.supported for e in PAPER_MODELS) == 17
+    assert check_supported("Qwen-VL-Chat").model_type == "qwen"  # the native implementation
+    assert sum(e.supported for e in PAPER_MODELS) == 18
     assert check_supported("DeepSeek-VL-7B").model_type == "deepseek_vl_hybrid"
     assert check_supported("Gemma4-E4B").model_type == "gemma4"
 

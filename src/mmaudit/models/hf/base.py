@@ -98,6 +98,18 @@ class HFAdapter:
         """A family's own settings, read from its model config, tokenizer and image processor ``ip``."""
 
     @classmethod
+    def load_parts(cls, path, dtype: str = "auto", device_map=None) -> tuple:
+        """(model, tokenizer, image processor) of a checkpoint folder or hub id: transformers' own classes (a family
+        written natively here overrides this)."""
+        from transformers import AutoModelForImageTextToText, AutoTokenizer
+
+        from mmaudit.models.hf.families import lookup
+
+        model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, device_map=device_map)
+        processor = lookup(model.config.model_type).processor_class()
+        return model, AutoTokenizer.from_pretrained(path), processor.from_pretrained(path)
+
+    @classmethod
     def load_extras(cls, path, max_pixels: int | None = None) -> dict:
         """Further constructor arguments a checkpoint folder supplies (a second tokenizer, a pixel budget)."""
         return {}

@@ -4,9 +4,9 @@ Levels follow the paper's taxonomy (Experimental Setup) and agree with the level
 (:mod:`mmaudit.models.hf.families`) gives each model type; a model is supported when its model type has a
 registered adapter. The paper names models, not hub ids, so
 the ids here are the usual Hugging Face names (check them against your mirror; DeepSeek-VL is the
-transformers-native conversion). Qwen-VL-Chat needs remote code and is listed with the way to run
-it rather than failing deep inside transformers. ``published`` holds clean-accuracy figures from a
-model's own card where one was checked (dataset -> (fraction, source)); the validity check
+transformers-native conversion). Qwen-VL-Chat ships only as remote code; it runs on mmaudit's native
+implementation (:mod:`mmaudit.models.hf.qwen_vl`, model type ``qwen``). ``published`` holds clean-accuracy
+figures from a model's own card where one was checked (dataset -> (fraction, source)); the validity check
 (:mod:`mmaudit.report.validity`) warns when an audit's clean accuracy falls far below them.
 """
 
@@ -33,17 +33,12 @@ class Entry:
         return lookup(self.model_type) is not None
 
 
-_REMOTE = ("needs the checkpoint's own modelling code (trust_remote_code), which mmaudit does not run for you; "
-           "where you trust it, load it with transformers (AutoModelForCausalLM.from_pretrained(..., "
-           "trust_remote_code=True)) and wrap it in an adapter subclassing mmaudit.models.hf.base.HFAdapter "
-           "(its preprocess, image_text and fallback_prompt), then pass the model to mmaudit.audit.run_audit")
-
 PAPER_MODELS: tuple[Entry, ...] = (
     Entry("SmolVLM2-2.2B", "HuggingFaceTB/SmolVLM2-2.2B-Instruct", "L1", "smolvlm"),
     Entry("BLIP2-OPT-2.7B", "Salesforce/blip2-opt-2.7b", "L1", "blip-2"),
     Entry("InstructBLIP-Vicuna-7B", "Salesforce/instructblip-vicuna-7b", "L1", "instructblip"),
     Entry("LLaVA-1.5-7B", "llava-hf/llava-1.5-7b-hf", "L1", "llava"),
-    Entry("Qwen-VL-Chat", "Qwen/Qwen-VL-Chat", "L2", "qwen", _REMOTE),
+    Entry("Qwen-VL-Chat", "Qwen/Qwen-VL-Chat", "L2", "qwen"),
     Entry("Qwen2-VL-2B", "Qwen/Qwen2-VL-2B-Instruct", "L2", "qwen2_vl"),
     Entry("Qwen2.5-VL-3B", "Qwen/Qwen2.5-VL-3B-Instruct", "L2", "qwen2_5_vl",
           published=(("docvqa", (0.939, "model card, DocVQA test ANLS")),)),
