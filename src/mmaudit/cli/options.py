@@ -216,7 +216,6 @@ class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
             out.setdefault(name, {}).update(opts)
         return out
 
-
     def resolved_eot(self) -> int:
         """Draws per step: --eot, else 20 under the strong preset when the pipeline draws at random, else 1."""
         if self.eot is not None:
