@@ -342,7 +342,7 @@ def test_eot_defaults_to_autoattacks_twenty_only_for_a_random_defence_under_the_
 def test_the_random_defences_draw_per_application_and_their_stand_ins_by_hand():
     (noise,) = parse("noise:16", "--defence")
     x = torch.full((3, 8, 8), 0.5, requires_grad=True)
-    a, b = noise.real(x, torch.Generator().manual_seed(1)), noise.real(x, torch.Generator().manual_seed(2))
+    a, b = (noise.real(x.detach(), torch.Generator().manual_seed(k)) for k in (1, 2))
     assert not torch.equal(a, b) and abs(float((a - x.detach()).std()) - 16 / 255) < 0.01  # sigma in pixel units
     y = noise.stand_in(x, torch.Generator().manual_seed(1))
     assert torch.equal(y.detach(), a)  # the same draw: the same image
