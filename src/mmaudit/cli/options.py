@@ -112,7 +112,27 @@ PROMPT_SUFFIX_HELP = ("The instruction every question is asked with, on a line a
                       "JSONL row's 'instruction'); '' asks the bare question. Part of every record's key.")
 
 
-class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
+class PipelineOptions(Options):
+    """What stands between the attacker's image and the model: a delivery channel, then a defence."""
+
+    channel: str | None = option(None, "What transport does to every image before the model sees it, e.g. jpeg:75, "
+                                 "resize:0.5, jpeg:85+resize:1024 (a registered transform, '+' to compose). Part of "
+                                 "the model: its name, fingerprint and every record's key. Attacks are adaptive: "
+                                 "the model always sees the real transform's output, gradients flow through a "
+                                 "differentiable stand-in (straight through where there is none). For `audit "
+                                 "transfer`: every target is shown each image through it (what an API does to "
+                                 "uploads), and surrogate images are crafted through it.")
+    defence: str | None = option(None, "What the deployment adds after the channel, e.g. bitdepth:5, median:3, "
+                                 "blur:1.0, random-resize-pad:0.9-1.1; as --channel.")
+
+    def pipeline(self):
+        """The channel and defence (None without either); a bad spec fails here, before any model loads."""
+        from mmaudit.models.transforms import Pipeline
+
+        return Pipeline.of(self.channel, self.defence)
+
+
+class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions, PipelineOptions):
     """`mmaudit audit`."""
 
     model: list[str] = option(["zoo"], MODEL_HELP)
@@ -166,13 +186,6 @@ class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
                             "the model answered).")
     wait: bool = option(False, "When another process holds the run folder, wait for it instead of refusing.",
                         "--wait", flag=True)
-    channel: str | None = option(None, "What transport does to every image before the model sees it, e.g. jpeg:75, "
-                                 "resize:0.5, jpeg:85+resize:1024 (a registered transform, '+' to compose). Part of "
-                                 "the model: its name, fingerprint and every record's key. Attacks are adaptive: "
-                                 "the model always sees the real transform's output, gradients flow through a "
-                                 "differentiable stand-in (straight through where there is none).")
-    defence: str | None = option(None, "What the deployment adds after the channel, e.g. bitdepth:5, median:3, "
-                                 "blur:1.0, random-resize-pad:0.9-1.1; as --channel.")
     adaptive_only: bool = option(False, "With --channel or --defence, skip the bare model: by default each white-box "
                                  "model is also audited bare and its own perturbations are judged through the "
                                  "pipeline, so the report shows bare / non-adaptive / adaptive side by side.",
@@ -180,12 +193,6 @@ class AuditOptions(PluginOptions, PlacementOptions, EndpointOptions):
     eot: int | None = option(None, "Expectation over transformation: each attack step averages its loss over this "
                              "many draws of a random --defence (default 1; 20 under --strength strong, "
                              "AutoAttack's choice for randomised defences).")
-
-    def pipeline(self):
-        """The channel and defence (None without either); a bad spec fails here, before any model loads."""
-        from mmaudit.models.transforms import Pipeline
-
-        return Pipeline.of(self.channel, self.defence)
 
     def audit_config(self):
         """What the plan and every record key derive from."""
@@ -242,7 +249,7 @@ STRENGTHS = {"fast": {"optimiser": "pgd", "steps": 10, "restarts": 1, "ensemble"
              "strong": {"optimiser": "apgd", "steps": 100, "restarts": 1, "ensemble": True}}
 
 
-class TransferOptions(PluginOptions, PlacementOptions, EndpointOptions):
+class TransferOptions(PluginOptions, PlacementOptions, EndpointOptions, PipelineOptions):
     """`mmaudit audit transfer`: the run's plan comes from its audit's run record; these say where targets run."""
 
     n_boot: int | None = option(None, "Bootstrap replicates (default: the audit's).")
@@ -264,16 +271,6 @@ class TransferOptions(PluginOptions, PlacementOptions, EndpointOptions):
     surrogate_features: str = option("tokens", "What the surrogates compare: pooled (one embedding per image, "
                                      "M-Attack's) or tokens (the encoder's token features, position by position).")
     wait: bool = AuditOptions.model_fields["wait"]
-    channel: str | None = option(None, "Show every target each image as this delivery channel makes it (what an API "
-                                 "does to uploads, e.g. jpeg:75), as `mmaudit audit --channel`; surrogate images "
-                                 "are crafted through it (its differentiable stand-in).")
-    defence: str | None = AuditOptions.model_fields["defence"]
-
-    def pipeline(self):
-        """The targets' channel and defence (None without either)."""
-        from mmaudit.models.transforms import Pipeline
-
-        return Pipeline.of(self.channel, self.defence)
 
 
 class SweepOptions(PluginOptions, PlacementOptions):
