@@ -94,6 +94,46 @@ def test_a_sample_flipped_by_an_early_member_never_reaches_the_later_ones():
     assert all(mp["square:1000"] == p < 1001 for mp, p in zip(res.member_passes, res.passes))  # stopped early
 
 
+class SmoothToy(MaskedToy):
+    """The masked toy without its quantising step: a smooth loss APGD climbs, and a threshold it never reaches
+    within the ball, so every run takes all its steps."""
+
+    def _brightness(self, images) -> torch.Tensor:
+        return torch.stack([im.mean() for im in images]) - 128 / 255 - 1.0
+
+
+def test_a_member_run_on_a_longer_schedule_is_exactly_that_runs_first_steps(monkeypatch):
+    """``dlr:40@100``: 40 steps of the 100-step APGD schedule take exactly the first 40 iterates of the 100-step
+    run (same start, same step sizes), while a plain 40-step run halves its step size on its own, earlier
+    checkpoints."""
+    import mmaudit.pathways.pixel.base as base
+
+    trace: list[tuple[float, torch.Tensor]] = []
+
+    class Spy(base.APGD):
+        def update(self, st, x, grad, loss, project):
+            trace.append((st.eta, x.clone()))
+            return super().update(st, x, grad, loss, project)
+
+    monkeypatch.setattr(base, "APGD", Spy)
+    vlm, samples = SmoothToy(), grey_samples(1)
+    runs = {}
+    for name, atk in {"100": EndPGD(eps=8 / 255, steps=100, optimiser="apgd", loss="dlr"),
+                      "40@100": EndPGD(eps=8 / 255, steps=40, optimiser="apgd", loss="dlr", schedule=100),
+                      "40": EndPGD(eps=8 / 255, steps=40, optimiser="apgd", loss="dlr")}.items():
+        trace.clear()
+        assert not any(atk(vlm, samples).flipped)
+        runs[name] = list(trace)
+    assert len(runs["100"]) == 100 and len(runs["40@100"]) == len(runs["40"]) == 40
+    assert all(e1 == e2 and torch.equal(x1, x2) for (e1, x1), (e2, x2) in zip(runs["100"], runs["40@100"]))
+    assert [e for e, _ in runs["40"]] != [e for e, _ in runs["40@100"]]  # its own schedule: another run
+    member = EndPGD(steps=100, optimiser="apgd", members=("ce", "dlr:40x3@100")).member("dlr:40x3@100")
+    assert (member.steps, member.restarts, member.schedule, member.loss) == (40, 3, 100, "dlr")
+    with pytest.raises(ValueError, match="schedule .* needs optimiser apgd and at least the 40 steps"):
+        EndPGD(steps=100, optimiser="apgd", members=("dlr:40@30",))
+    assert "schedule" not in EndPGD(steps=100, optimiser="apgd").params()  # unset: keys as before
+
+
 def test_square_schedule_and_stripes_by_hand():
     # the window's fraction halves at the paper's iterations, read on a 10,000-query scale
     assert p_at(0, 10_000, 0.8) == 0.8 and p_at(10, 10_000, 0.8) == 0.8 and p_at(11, 10_000, 0.8) == 0.4
@@ -120,6 +160,8 @@ def test_an_ensemble_member_must_be_one_of_the_attacks_objectives_or_square():
     for bad in ("square:abc", "ce:0", "ce:x0", "ce:5x"):
         with pytest.raises(ValueError, match="positive whole numbers"):
             EndPGD(members=(bad,))
+    with pytest.raises(ValueError, match="name one member twice"):
+        EndPGD(members=("ce", "dlr", "ce"))
     atk = EndPGD(steps=40, restarts=2, members=("margin:7", "ce:x3", "dlr:9x4", "square"))
     m = atk.member("margin:7")
     assert (m.steps, m.restarts, m.loss, m.members) == (7, 2, "margin", ())

@@ -108,6 +108,9 @@ class PixelAttack:
     judge: Judge = field(default_factory=Judge, metadata={"key": False})
     optimiser: str = field(default="pgd", metadata={"key": "omit_default"})  # pgd | apgd
     restarts: int = field(default=1, metadata={"key": "omit_default"})  # runs per sample (worst case kept)
+    # APGD's step-size schedule laid out for this many steps, of which ``steps`` are taken: a shorter run that is
+    # exactly the first ``steps`` of the longer one (its large early steps, where flips happen; docs/audit.md)
+    schedule: int | None = field(default=None, metadata={"key": "omit_default"})
     # members run in order on what earlier ones left ("ce", "margin:50x2", "square:300"); empty: the attack alone
     members: tuple[str, ...] = field(default=(), metadata={"key": "omit_empty"})
     # an ensemble member's own random stream (its starts differ from the other members')
@@ -126,23 +129,33 @@ class PixelAttack:
             raise ValueError(f"restarts must be at least 1, got {self.restarts}")
         if self.eot < 1:
             raise ValueError(f"eot must be at least 1, got {self.eot}")
+        if self.schedule is not None and (self.optimiser != "apgd" or self.schedule < self.steps):
+            raise ValueError(f"schedule ({self.schedule}) is APGD's: it needs optimiser apgd and at least the "
+                             f"{self.steps} steps taken")
         if (self.restarts > 1 or self.members) and self.checkpoints:
             raise ValueError("checkpoints (the sweep's budgets) need a single run: restarts 1, no ensemble")
-        for m in self.members:
-            self.member_overrides(m)
+        for m in self.members:  # each member is an attack of its own: its settings checked as one
+            try:
+                self.member(m)
+            except ValueError as e:
+                raise ValueError(f"ensemble member {m!r}: {e}") from None
+        if len(set(self.members)) < len(self.members):  # a member's name is its random stream
+            raise ValueError(f"ensemble members {self.members} name one member twice: it would repeat the same "
+                             "random starts; give it more restarts instead (ce:x2)")
 
     def member_overrides(self, member: str) -> dict:
-        """The fields an ensemble member sets: ``NAME[:[STEPS][xRESTARTS]]`` (``ce``, ``margin:50``,
-        ``cosine:x3``, ``square:400``), NAME one of ``OBJECTIVES`` or ``square``; unset, the attack's own."""
+        """The fields an ensemble member sets: ``NAME[:[STEPS][xRESTARTS][@SCHEDULE]]`` (``ce``, ``margin:50``,
+        ``cosine:x3``, ``square:400``, ``dlr:40x3@100``: three starts, each the first 40 steps of a 100-step APGD
+        run), NAME one of ``OBJECTIVES`` or ``square``; unset, the attack's own."""
         name, _, budget = member.partition(":")
         if name != "square" and name not in self.OBJECTIVES:
-            raise ValueError(f"ensemble member {member!r}: use one of {', '.join(self.OBJECTIVES + ('square',))}"
-                             "[:[STEPS][xRESTARTS]]")
-        found = re.fullmatch(r"([1-9]\d*)?(?:x([1-9]\d*))?", budget)
+            raise ValueError(f"use one of {', '.join(self.OBJECTIVES + ('square',))}"
+                             "[:[STEPS][xRESTARTS][@SCHEDULE]]")
+        found = re.fullmatch(r"([1-9]\d*)?(?:x([1-9]\d*))?(?:@([1-9]\d*))?", budget)
         if not found:
-            raise ValueError(f"ensemble member {member!r}: the budget is STEPS, xRESTARTS or STEPSxRESTARTS, "
+            raise ValueError("the budget is STEPS, xRESTARTS or STEPSxRESTARTS, then optionally @SCHEDULE, "
                              "positive whole numbers")
-        out = ({"steps": int(found[1])} if found[1] else {}) | ({"restarts": int(found[2])} if found[2] else {})
+        out = {k: int(v) for k, v in zip(("steps", "restarts", "schedule"), found.groups()) if v}
         if name == "square":  # one run: its random search is its own restarts
             return {"steps": SQUARE_QUERIES} | out | {"optimiser": "square", "restarts": 1}
         return out | self.objective_overrides(name)
@@ -300,7 +313,7 @@ class PixelAttack:
             d = d.clamp(-self.eps, self.eps)
             return (x_opt[i] + d).clamp(0, 1) - x_opt[i]
 
-        apgd = APGD(self.eps, self.steps) if self.optimiser == "apgd" else None
+        apgd = APGD(self.eps, self.schedule or self.steps) if self.optimiser == "apgd" else None
         states = [apgd.start() for _ in range(n)] if apgd else []
         square = Square(self.eps, self.steps) if self.optimiser == "square" else None
         if square:
