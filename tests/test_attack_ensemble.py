@@ -131,6 +131,8 @@ def test_a_member_run_on_a_longer_schedule_is_exactly_that_runs_first_steps(monk
     assert (member.steps, member.restarts, member.schedule, member.loss) == (40, 3, 100, "dlr")
     with pytest.raises(ValueError, match="schedule .* needs optimiser apgd and at least the 40 steps"):
         EndPGD(steps=100, optimiser="apgd", members=("dlr:40@30",))
+    assert EndPGD(steps=40, optimiser="apgd", schedule=100, members=("ce", "square:9")).member("square:9").schedule \
+        is None  # Square has no APGD schedule to inherit
     assert "schedule" not in EndPGD(steps=100, optimiser="apgd").params()  # unset: keys as before
 
 

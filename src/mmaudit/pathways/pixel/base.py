@@ -157,7 +157,7 @@ class PixelAttack:
                              "positive whole numbers")
         out = {k: int(v) for k, v in zip(("steps", "restarts", "schedule"), found.groups()) if v}
         if name == "square":  # one run: its random search is its own restarts
-            return {"steps": SQUARE_QUERIES} | out | {"optimiser": "square", "restarts": 1}
+            return {"steps": SQUARE_QUERIES, "schedule": None} | out | {"optimiser": "square", "restarts": 1}
         return out | self.objective_overrides(name)
 
     def objective_overrides(self, name: str) -> dict:
