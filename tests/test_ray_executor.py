@@ -109,11 +109,11 @@ def test_an_actor_still_loading_is_not_taken_for_one_with_no_room(ray):
     @ray.remote(num_cpus=2)
     class Slow:
         def __init__(self):
-            time.sleep(30)
+            time.sleep(120)  # still loading when looked at, however late its worker process started
 
     loading, waiting = Slow.remote(), Slow.remote()
     try:
-        deadline = time.time() + 20
+        deadline = time.time() + 60  # a worker process can take tens of seconds to start on a busy 2-core machine
         while time.time() < deadline and unplaced(loading):
             time.sleep(0.5)
         assert not unplaced(loading) and unplaced(waiting)
