@@ -195,7 +195,8 @@ class RayExecutor:
 
     On a cluster with GPUs every actor takes one GPU (``num_gpus=1``); on CPUs it takes ``cpus_per_worker``. Models
     are queued: a model's actors are created when the driver reaches it (the next model's are asked for at the same
-    time, so they load while this one runs wherever there is room, and wait in Ray's queue where there is none) and
+    time, so they load while this one runs wherever there is room, wait in Ray's queue where there is none, and give
+    their room back if Ray placed them before the model the driver waits for) and
     killed once its units are done (:meth:`release`), so a cluster with room for one actor finishes any number of
     models. The executor schedules units itself, so a node (or a worker process) that dies costs only its units: a
     unit whose actor died goes back to the queue, the actor is replaced (Ray places the new one on any node with
@@ -256,6 +257,10 @@ class RayExecutor:
             while True:
                 ready = self._wait([probe], 5)
                 waited = time.monotonic() - t0
+                if not ready and waited > YIELD_AFTER and model + 1 < self.count and self.actors[model + 1] \
+                        and unplaced(actor):
+                    # Ray may have given the next model's actors the room this one waits for: this model first
+                    self.release(model + 1)
                 if ready or waited > self.start_timeout or (waited > self.place_timeout and unplaced(actor)):
                     break
             if not ready:
@@ -266,6 +271,7 @@ class RayExecutor:
                                  "or --executor local")
             try:
                 self.ray.get(ready[0])
+                self._ask(model + 1)  # asked again if it gave its room to this one
                 return actor
             except self.ray.exceptions.RayActorError:
                 pass  # died while starting: a new one
@@ -379,6 +385,10 @@ class HeadWatch:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+# seconds an actor waits for room before the next model's actors, asked for early, give theirs back
+YIELD_AFTER = 10.0
 
 
 def unplaced(actor) -> bool:
