@@ -120,3 +120,28 @@ def test_an_actor_still_loading_is_not_taken_for_one_with_no_room(ray):
     finally:
         ray.kill(loading)
         ray.kill(waiting)
+
+
+def test_the_next_models_actor_gives_back_the_room_the_current_model_waits_for(ray):
+    """The next model's actors are asked for early (to load while this model runs); when Ray places them first on
+    a cluster with room for one actor, the current model's actor would wait until the place timeout ended the run:
+    the next model's actor gives its room back, and is asked for again once the current one runs."""
+    import time
+
+    from mmaudit.audit import AuditPlan, RayExecutor
+    from mmaudit.audit.executors import unplaced
+
+    plan = AuditPlan.build(synthetic_set(1, seed=10_000, families=FAMILIES), AuditConfig(attacks=["end_pgd"]))
+    ex = RayExecutor(["zoo:L1", "zoo:L2"], plan, cpus_per_worker=2)  # the local Ray has 2 CPUs: one actor fits
+    try:
+        ex._ask(1)  # the next model's actor first: it takes the only room
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and unplaced(ex.actors[1][0]):
+            time.sleep(0.5)
+        assert not unplaced(ex.actors[1][0])
+        started = time.monotonic()
+        assert ex.meta(0)["fingerprint"] == load_zoo("L1").fingerprint  # before: 'no node has room' after 60 s
+        assert time.monotonic() - started < ex.place_timeout
+        assert ex.actors[1]  # asked for again, to wait in Ray's queue for the room model 0 holds
+    finally:
+        ex.close()
