@@ -142,7 +142,7 @@ def release(out: Path, release_dir: Path) -> None:
     tokenizer_cls = importlib.import_module("qwen_release.tokenization_qwen").QWenTokenizer
     mine = torch.load(out / "ours.pt")
 
-    def prompt(o: dict) -> list[int]:
+    def prompt(tok, o: dict) -> list[int]:
         """The release's ChatML ids for the image's path and the question (its model reads the file itself)."""
         return make_context(tok, f"Picture 1: <img>{o['path']}</img>\n{o['question']}", system=SYSTEM,
                             chat_format="chatml")[1]
@@ -166,7 +166,7 @@ def release(out: Path, release_dir: Path) -> None:
         visual = model.transformer.visual
         for name in QUESTIONS:
             o = mine[f"{seq_len}/{name}"]
-            ids = prompt(o)
+            ids = prompt(tok, o)
             a, b = ids.index(tok.img_start_id), ids.index(tok.img_end_id)
             equal = len(ids) == len(o["ids"]) and ids[: a + 1] == o["ids"][: a + 1] and ids[b:] == o["ids"][b:]
             with torch.no_grad():
@@ -177,7 +177,7 @@ def release(out: Path, release_dir: Path) -> None:
                   f"{(same_pixels - o['logits']).abs().max():.2e} | "
                   f"{(pixels - o['pixel_values'][0]).abs().max():.2e} | {ref.abs().max():.2f} |")
     folder, o = out / f"tiny-{SEQ_LENGTHS[-1]}", mine[f"{SEQ_LENGTHS[-1]}/b"]
-    ids = prompt(o)
+    ids = prompt(tok, o)
     for field in ("use_logn_attn", "use_dynamic_ntk"):  # what a wrong variant of the forward would show
         with torch.no_grad():
             d = (load(folder, **{field: False})(input_ids=torch.tensor([ids])).logits[0] - o["logits"]).abs().max()
