@@ -261,3 +261,66 @@ def test_square_on_an_endpoint_without_log_probabilities_says_so(tmp_path):
     with LocalChatServer(answer=no_logprobs) as server, pytest.raises(UsageError, match="no token log-probabilities"):
         mmaudit.audit(f"endpoint:plain@{server.base_url}", grey_samples(1), out=tmp_path / "run", attacks="square",
                       recovery=0, ocr_limit=0, n_boot=100, no_canary=True)
+
+
+def test_output_diversified_starts_land_on_the_corner_the_random_output_direction_picks():
+    """ODI by hand on the smooth toy: its one live logit is 255 x (mean brightness - threshold), so w . outputs has
+    the gradient w_yes x 255 / (pixels) on every pixel and a signed step of eps moves every pixel the same way.
+    Two such steps from any start in the ball end exactly on its corner, +eps or -eps everywhere (the first may stop
+    at the ball's edge, the second clips there): each start is sent to the side its own random w_yes picks."""
+    vlm, samples = SmoothToy(), grey_samples(8)
+    clean = [torch.tensor(s.image, dtype=torch.int16) for s in samples]
+    atk = EndPGD(eps=8 / 255, steps=0, odi=2)  # no attack step: the image is where ODI left it
+    res = atk(vlm, samples)
+    moves = [torch.tensor(a, dtype=torch.int16) - c for a, c in zip(res.adv_uint8, clean)]
+    sides = [int(m.flatten()[0]) for m in moves]
+    assert all(torch.all(m == side) for m, side in zip(moves, sides)) and set(sides) == {8, -8}
+    assert res.passes == [3] * 8  # two ODI steps and the final check
+    # a start's direction is its own: alone, or as the second restart, a sample gets what its stream draws
+    alone = atk(vlm, samples[3:4])
+    assert np.array_equal(alone.adv_uint8[0], res.adv_uint8[3])
+    again = EndPGD(eps=8 / 255, steps=0, odi=2, seed=1)(vlm, samples)
+    assert [int(a[0, 0, 0]) - int(c[0, 0, 0]) for a, c in zip(again.adv_uint8, clean)] != sides
+    # without ODI a random start stays inside the ball, off its corners
+    plain = EndPGD(eps=8 / 255, steps=0)(vlm, samples)
+    assert not any(torch.all((torch.tensor(a, dtype=torch.int16) - c).abs() == 8)
+                   for a, c in zip(plain.adv_uint8, clean))
+
+
+def test_odi_is_a_gradient_start_square_never_takes_and_the_strong_preset_sets():
+    from mmaudit.audit.config import attack_params, make_attack
+    from mmaudit.cli.options import AuditOptions
+    from mmaudit.pathways.pixel.base import STRONG_ODI
+    from mmaudit.pathways.pixel.surrogate import SurrogateEnsemble
+
+    with pytest.raises(ValueError, match="odi"):
+        EndPGD(optimiser="square", odi=2)
+    with pytest.raises(ValueError, match="transfer attack never asks its target"):
+        SurrogateEnsemble(odi=1)
+    atk = EndPGD(steps=100, optimiser="apgd", odi=2, members=("ce", "dlr", "square:50"))
+    assert atk.member("dlr").odi == 2 and atk.member("square:50").odi == 0
+    strong = AuditOptions(strength="strong").audit_config()
+    for name in ("end_pgd", "vis_pgd", "mantis"):
+        assert make_attack(name, strong).odi == STRONG_ODI == attack_params(name, strong)["odi"]
+    assert "odi" not in attack_params("end_pgd", AuditOptions().audit_config())  # the paper's keys as before
+
+
+@pytest.mark.parametrize("attack", ["end_pgd", "vis_pgd", "mantis"])
+def test_odi_on_a_real_model_steps_whole_eps_along_its_own_output_direction(zoo, attack):
+    """On the zoo's L1 model, through each attack's own outputs (answer logits; Vis-PGD: encoder features): two
+    signed ODI steps of eps from the clean image leave every pixel at -eps, 0 or +eps (0 where the second step's
+    gradient turned back: the model is not linear), most of them moved, and a different seed's direction lands
+    elsewhere."""
+    from mmaudit.data.render import SIZE  # the zoo's input size: no resize, so every pixel has a gradient
+    from mmaudit.pathways import registry
+
+    vlm, cls = zoo["L1"], registry.spec(attack).cls
+    sample = make_sample("odi-0", np.random.default_rng(1).integers(40, 216, (SIZE, SIZE, 3)).astype(np.uint8),
+                         "What colour is it?", "red", "synthetic")
+    runs = [cls(eps=8 / 255, steps=0, odi=2, random_start=False, seed=seed)(vlm, [sample]) for seed in (0, 1)]
+    moves = [torch.tensor(r.adv_uint8[0], dtype=torch.int16) - torch.tensor(sample.image, dtype=torch.int16)
+             for r in runs]
+    for m in moves:  # the pixels' range (40..215) leaves room: no clipping at the image's bounds
+        assert set(m.unique().tolist()) == {-8, 0, 8} and (m != 0).float().mean() > 0.3
+    assert (moves[0] != moves[1]).float().mean() > 0.3
+    assert runs[0].passes == [3]

@@ -73,11 +73,13 @@ def strength_of(run_params: dict, attack_params: dict) -> dict | None:
     if not pixel:
         return None
     members = {a: list(p["members"]) for a, p in attack_params.items() if isinstance(p, dict) and p.get("members")}
+    odi = {a: p["odi"] for a, p in attack_params.items() if isinstance(p, dict) and p.get("odi")}
+    extra = ({"members": members} if members else {}) | ({"odi": odi} if odi else {})
     if run_params.get("attack_strength"):
-        return run_params["attack_strength"] | ({"members": members} if members else {})
+        return run_params["attack_strength"] | extra
     p = pixel[0]
     return {"preset": None, "optimiser": p.get("optimiser", "pgd"), "steps": p["steps"],
-            "restarts": p.get("restarts", 1)} | ({"members": members} if members else {})
+            "restarts": p.get("restarts", 1)} | extra
 
 
 def rebuild_audit(run: Path, n_boot: int | None = None) -> tuple[dict, list[Path]]:

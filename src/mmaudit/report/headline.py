@@ -98,14 +98,20 @@ def headline(summary: dict) -> dict:
 
 
 def strength_settings(st: dict) -> str:
-    """How hard the pixel attacks tried, in words: "APGD, 100 steps, 3 restarts", and an ensemble's members in
-    their order with their budgets ("End-PGD: ce → dlr → margin → square:1000")."""
+    """How hard the pixel attacks tried, in words: "APGD, 100 steps, 3 restarts", each start's output-diversified
+    initialisation, and an ensemble's members in their order with their budgets ("End-PGD: ce → dlr → margin →
+    square:1000")."""
     from mmaudit.pathways import registry
 
     text = f"{st['optimiser'].upper()}, {st['steps']} steps" + (f", {st['restarts']} restarts" if st["restarts"] > 1
                                                                  else "")
-    members = st.get("members") or {}
+    members, odi = st.get("members") or {}, st.get("odi") or {}
     if members:
-        text += (" per gradient member; ensembles " + "; ".join(f"{registry.display(a)}: {' → '.join(m)}"
-                                                             for a, m in members.items()))
+        text += " per gradient member"
+    if len(set(odi.values())) == 1:
+        text += f" (each start after {next(iter(odi.values()))} ODI steps)"
+    elif odi:
+        text += " (each start after ODI steps: " + ", ".join(f"{registry.display(a)} {n}" for a, n in odi.items()) + ")"
+    if members:
+        text += ("; ensembles " + "; ".join(f"{registry.display(a)}: {' → '.join(m)}" for a, m in members.items()))
     return text

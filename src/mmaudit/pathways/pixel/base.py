@@ -20,7 +20,9 @@ order, each only on what earlier ones left unflipped, the per-sample worst case
 kept. A member is one of the attack's objectives (``OBJECTIVES``: End-PGD's ``ce``,
 ``dlr`` and targeted ``margin``) or ``square``, the gradient-free Square search on
 the attack's own objective (:mod:`mmaudit.pathways.pixel.square`);
-``NAME:[STEPS][xRESTARTS]`` gives a member its own budget.
+``NAME:[STEPS][xRESTARTS]`` gives a member its own budget. ``odi`` starts every gradient run (each restart,
+each member) with output-diversified initialisation: a few signed steps along a random direction of the model's
+outputs, so restarts explore (the strong preset takes 2).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import dataclasses
 import math
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -44,6 +47,8 @@ from mmaudit.pathways.pixel.square import Square
 from mmaudit.pathways.registry import key_params
 
 SQUARE_QUERIES = 400  # a square member's queries unless it names its own
+STRONG_ODI = 2  # the strong preset's ODI steps per start (Tashiro et al.'s choice for L-inf)
+ODI_STREAM = 0x0D1  # mixed into a start's seed for its ODI direction (its random start keeps the seed itself)
 OPTIMISERS = ("pgd", "apgd", "square")  # square: gradient-free, an ensemble's last member
 
 
@@ -117,6 +122,9 @@ class PixelAttack:
     stream: str = field(default="", metadata={"key": False})
     # expectation over transformation: the loss of a step averaged over this many draws of a random defence
     eot: int = field(default=1, metadata={"key": "omit_default"})
+    # output-diversified initialisation (Tashiro et al., 2020): this many signed steps of size eps, from the random
+    # start, along a random direction of the model's outputs, before each start's own steps (each a pass)
+    odi: int = field(default=0, metadata={"key": "omit_default"})
 
     # the objectives an ensemble may name (the first is the attack's own) and the strong preset's members
     OBJECTIVES: ClassVar[tuple[str, ...]] = ("own",)
@@ -129,6 +137,8 @@ class PixelAttack:
             raise ValueError(f"restarts must be at least 1, got {self.restarts}")
         if self.eot < 1:
             raise ValueError(f"eot must be at least 1, got {self.eot}")
+        if self.odi < 0 or (self.odi and self.optimiser == "square"):
+            raise ValueError(f"odi ({self.odi}) is a number of gradient steps: at least 0, none under Square")
         if self.schedule is not None and (self.optimiser != "apgd" or self.schedule < self.steps):
             raise ValueError(f"schedule ({self.schedule}) is APGD's: it needs optimiser apgd and at least the "
                              f"{self.steps} steps taken")
@@ -157,7 +167,7 @@ class PixelAttack:
                              "positive whole numbers")
         out = {k: int(v) for k, v in zip(("steps", "restarts", "schedule"), found.groups()) if v}
         if name == "square":  # one run: its random search is its own restarts
-            return {"steps": SQUARE_QUERIES, "schedule": None} | out | {"optimiser": "square", "restarts": 1}
+            return {"steps": SQUARE_QUERIES, "schedule": None} | out | {"optimiser": "square", "restarts": 1, "odi": 0}
         return out | self.objective_overrides(name)
 
     def objective_overrides(self, name: str) -> dict:
@@ -174,7 +184,8 @@ class PixelAttack:
         """The fields an audit's config sets (a subclass adds its own)."""
         return {"eps": cfg.eps, "steps": cfg.steps, "alpha": cfg.alpha, "seed": cfg.seed, "early_stop": cfg.early_stop,
                 "downscale": cfg.downscale, "optimiser": cfg.optimiser, "restarts": cfg.restarts,
-                "members": cls.STRONG if cfg.ensemble else (), "eot": getattr(cfg, "eot", 1)}
+                "members": cls.STRONG if cfg.ensemble else (), "odi": STRONG_ODI if cfg.ensemble and cls.STRONG else 0,
+                "eot": getattr(cfg, "eot", 1)}
 
     def params(self) -> dict:
         """What identifies this attack's results in the store: every field that decides them (the step size
@@ -287,6 +298,32 @@ class PixelAttack:
                 break
         return AttackResult.merged(parts, len(samples), names)
 
+    def outputs(self, vlm: VLM, x_adv: list[torch.Tensor], samples: list[Sample], ctx: dict) -> list[torch.Tensor]:
+        """Per sample, the model outputs output-diversified initialisation pushes along a random direction: the
+        teacher-forced logits of the reference answer, its real tokens only (padding, which depends on the
+        batch-mates, never enters)."""
+        scores = vlm.score(x_adv, [s.prompt for s in samples], [s.answer for s in samples])
+        return [lg[m].float() for lg, m in zip(scores.logits, scores.mask)]
+
+    def _diversified(self, vlm: VLM, x_opt: list[torch.Tensor], delta: list[torch.Tensor], samples: list[Sample],
+                     ctx: dict, restart: int,
+                     project: Callable[[int, torch.Tensor], torch.Tensor]) -> list[torch.Tensor]:
+        """ODI (Tashiro et al., 2020): ``odi`` signed steps of size eps maximising w . outputs, w uniform in
+        [-1, 1] per output, drawn from the sample's own stream for this start. A random point in the ball barely
+        moves the answer; a random direction of the *outputs* sends each start somewhere the model sees
+        differently, so restarts explore more (docs/audit.md has the per-start figures)."""
+        ws: list[torch.Tensor] = []
+        for _ in range(self.odi):
+            d = [di.clone().requires_grad_(True) for di in delta]
+            outs = self.outputs(vlm, [(xo + di).clamp(0, 1) for xo, di in zip(x_opt, d)], samples, ctx)
+            if not ws:
+                gens = [torch.Generator().manual_seed(self.sample_seed(s, restart) ^ ODI_STREAM) for s in samples]
+                ws = [torch.rand(o.shape, generator=g) * 2 - 1 for o, g in zip(outs, gens)]
+            grads = torch.autograd.grad(sum((w * o).sum() for w, o in zip(ws, outs)), d)
+            with torch.no_grad():
+                delta = [project(i, di + self.eps * g.sign()) for i, (di, g) in enumerate(zip(d, grads))]
+        return delta
+
     def craft(self, samples: list[Sample]) -> AttackResult:
         """The optimisation alone, with no model to ask (a transfer attack optimises surrogates, never its
         target): the full budget for every sample, no flip decided, no answer."""
@@ -301,17 +338,20 @@ class PixelAttack:
         start = self._start(samples, [xo.shape for xo in x_opt], restart)
         delta = [(xo + d).clamp(0, 1) - xo for xo, d in zip(x_opt, start)]
         n = len(samples)
-        early = self.early_stop and vlm is not None
-        active = torch.ones(n, dtype=torch.bool)
-        steps = [0] * n
-        passes = [0] * n
-        answers: list[str | None] = [None] * n
-        flipped = [False] * n
-        flipped_at: dict[int, list[bool]] = {}
 
         def project(i: int, d: torch.Tensor) -> torch.Tensor:
             d = d.clamp(-self.eps, self.eps)
             return (x_opt[i] + d).clamp(0, 1) - x_opt[i]
+
+        if self.odi and vlm is not None:
+            delta = self._diversified(vlm, x_opt, delta, samples, ctx, restart, project)
+        early = self.early_stop and vlm is not None
+        active = torch.ones(n, dtype=torch.bool)
+        steps = [0] * n
+        passes = [self.odi if vlm is not None else 0] * n  # ODI's steps are passes too
+        answers: list[str | None] = [None] * n
+        flipped = [False] * n
+        flipped_at: dict[int, list[bool]] = {}
 
         apgd = APGD(self.eps, self.schedule or self.steps) if self.optimiser == "apgd" else None
         states = [apgd.start() for _ in range(n)] if apgd else []

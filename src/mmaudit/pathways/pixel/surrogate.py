@@ -86,6 +86,8 @@ class SurrogateEnsemble(PixelAttack):
             raise ValueError(f"surrogate loss must be one of {LOSSES}, got {self.loss!r}")
         if self.features not in FEATURES:
             raise ValueError(f"surrogate features must be one of {FEATURES}, got {self.features!r}")
+        if self.odi:
+            raise ValueError("odi diversifies a target model's outputs; a transfer attack never asks its target")
         _ = self.pipeline  # a bad --channel/--defence is named before any crafting
 
     def params(self) -> dict:

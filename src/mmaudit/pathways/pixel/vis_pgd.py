@@ -48,6 +48,11 @@ class VisPGD(PixelAttack):
                     clean[k] = f
         return {"clean": clean}
 
+    def outputs(self, vlm, x_adv, samples, ctx):
+        """ODI's outputs here are the encoder's features, what this attack pushes on (it never reads an answer)."""
+        feats = vlm.vision_features(x_adv, stage=self.stage)
+        return [f[: c.shape[0]].float() for f, c in zip(feats, ctx["clean"])]
+
     def objective(self, vlm, x_adv, samples, ctx):
         feats = vlm.vision_features(x_adv, stage=self.stage)  # padded to the longest image of the batch
         return -torch.stack([F.cosine_similarity(f[: c.shape[0]].flatten(), c.flatten(), dim=0)
