@@ -15,20 +15,24 @@
     embedding). Printed per target: today's best off-diagonal cell and the best output-loss cell against the
     surrogate cell (and their ratios to today's and to the 16/255 output-loss cell), and the black-box R+ today,
     with output-loss images, with surrogate images, with both, with 95% CIs, all on the same questions.
-(c) The strong preset as AutoAttack composes it (`--ensemble`), per level: End-PGD's references, APGD 100 steps x
-    3 restarts with the cross-entropy loss and with the targeted margin loss, each at seeds 0, 1 and 2 (the first,
-    cross-entropy at seed 0, is the strong preset before the ensemble); then the ensemble (the cross-entropy, DLR,
-    targeted margin, then Square) with what each member flipped of what reached it and its passes; whether it
-    flips every question each reference run flips, and its passes against the old preset's; and Square alone on
-    all of C (its own ASR).
+(c) The strong preset as AutoAttack composes it (`--ensemble`), per level: End-PGD as `--strength strong` builds it
+    (the cross-entropy, DLR, targeted margin, then Square; every gradient start after two ODI steps) at each of
+    `--ensemble-seeds`, and at seed 0 without ODI (what output-diversified starts add), each with what every
+    member flipped of what reached it and its passes; End-PGD's references, APGD 100 steps x 3 restarts with the
+    cross-entropy loss and with the targeted margin loss, each at seeds 0, 1 and 2 (the first, cross-entropy at
+    seed 0, is the strong preset before the ensemble); whether each strong run flips every question a reference
+    run flips, and its passes against the old preset's; and Square alone on all of C (its own ASR).
+    `--quick-references` asks the references (but the old preset) only about what a strong run left.
 
 Run: .venv/bin/python benchmarks/attack_strength.py [--levels L1] [--n 32] [--skip-transfer]
-     [--surrogate-settings default,m-attack] [--ensemble] [--json FILE]
+     [--surrogate-settings default,m-attack] [--ensemble [--ensemble-seeds 0,1,2] [--quick-references]]
+     [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import tempfile
 import time
@@ -110,7 +114,18 @@ def run_attack(vlm, samples, atk, batch: int = 32) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-def ensemble(levels: list[str], n: int, seeds: tuple[int, ...] = (0, 1, 2)) -> list[dict]:
+def strong_attack(seed: int, odi: int | None = None):
+    """End-PGD as `--strength strong` builds it at eps 8/255 (its members and ODI starts), at ensemble seed ``seed``;
+    ``odi`` overrides the preset's ODI steps (0: the ensemble with plain random starts)."""
+    from mmaudit.audit.config import make_attack
+    from mmaudit.cli.options import AuditOptions
+
+    atk = make_attack("end_pgd", AuditOptions(strength="strong", eps="8/255", seed=seed).audit_config())
+    return atk if odi is None else dataclasses.replace(atk, odi=odi)
+
+
+def ensemble(levels: list[str], n: int, seeds: tuple[int, ...] = (0, 1, 2), ensemble_seeds: tuple[int, ...] = (0,),
+             quick: bool = False) -> list[dict]:
     from mmaudit.pathways.pixel import EndPGD
 
     rows = []
@@ -122,38 +137,48 @@ def ensemble(levels: list[str], n: int, seeds: tuple[int, ...] = (0, 1, 2)) -> l
             print(f"\n(c) zoo {level}: |C| = {k}, eps 8/255, End-PGD; ASR in % of C, passes per question of C")
             print("| run | ASR % | passes | wall s |")
             print("| --- | --- | --- | --- |")
+            runs = {f"strong, seed {es}": run_attack(vlm, samples, strong_attack(es)) for es in ensemble_seeds}
+            runs["strong without ODI, seed 0"] = run_attack(vlm, samples, strong_attack(0, odi=0))
+            # quick: a reference run asked only about what some strong run left gives exactly what it gives those
+            # questions on all of C (per-sample seeds: a sample's result never depends on its batch-mates)
+            left = [s for s in samples if any(s.id not in r["flipped"] for r in runs.values())]
             refs = {}
             for loss in ("ce", "margin"):
                 for seed in seeds:
-                    r = run_attack(vlm, samples, EndPGD(eps=8 / 255, steps=100, optimiser="apgd", restarts=3,
-                                                        loss=loss, seed=seed))
+                    before = (loss, seed) == ("ce", 0)  # the strong preset before the ensemble: all of C always
+                    r = run_attack(vlm, samples if before or not quick else left,
+                                   EndPGD(eps=8 / 255, steps=100, optimiser="apgd", restarts=3, loss=loss, seed=seed))
                     refs[(loss, seed)] = r
-                    print(f"| APGD-{loss.upper()} 100 x 3, seed {seed} | {100 * len(r['flipped']) / k:.1f} | "
-                          f"{r['passes']:.1f} | {r['seconds']:.0f} |", flush=True)
-            strong = run_attack(vlm, samples, EndPGD(eps=8 / 255, steps=100, optimiser="apgd", members=EndPGD.STRONG))
-            square = run_attack(vlm, samples, EndPGD(eps=8 / 255, members=("square:400",)))
-            union = set().union(*(r["flipped"] for r in refs.values()))
+                    if before or not quick:
+                        print(f"| APGD-{loss.upper()} 100 x 3, seed {seed} | {100 * len(r['flipped']) / k:.1f} | "
+                              f"{r['passes']:.1f} | {r['seconds']:.0f} |", flush=True)
             old = refs[("ce", 0)]
-            print(f"| strong (ensemble {' → '.join(EndPGD.STRONG)}) | {100 * len(strong['flipped']) / k:.1f} | "
-                  f"{strong['passes']:.1f} | {strong['seconds']:.0f} |")
-            both = refs[("ce", 0)]["flipped"] | refs[("margin", 0)]["flipped"]
-            print(f"| union of APGD-CE and APGD-MARGIN 100 x 3, seed 0 | {100 * len(both) / k:.1f} | "
-                  f"{refs[('ce', 0)]['passes'] + refs[('margin', 0)]['passes']:.1f} | — |")
-            print(f"| Square alone, 400 queries | {100 * len(square['flipped']) / k:.1f} | {square['passes']:.1f} | "
-                  f"{square['seconds']:.0f} |")
-            print("\n| member | questions reached | flipped | mean passes per question of C |")
-            print("| --- | --- | --- | --- |")
-            for m, r in strong["members"].items():
-                print(f"| {m} | {r['reached']} | {r['flipped']} | {r['passes'] / k:.1f} |")
-            missed = {name: sorted(r["flipped"] - strong["flipped"]) for name, r in refs.items()}
-            print(f"\nflipped by a reference run but not by strong: "
-                  f"{ {f'{lo}/seed {sd}': len(v) for (lo, sd), v in missed.items()} }; union of the six reference "
-                  f"runs {len(union)} of {k}, of which strong flips {len(union & strong['flipped'])}; passes: strong "
-                  f"{strong['passes']:.1f} against the old preset's {old['passes']:.1f} "
-                  f"({strong['passes'] / old['passes']:.2f}x)")
-            rows.append({"level": level, "n_correct": k, "strong": strong, "square": square, "union": union,
-                         "refs": {f"{lo}:{sd}": r for (lo, sd), r in refs.items()},
-                         "missed": {f"{lo}:{sd}": v for (lo, sd), v in missed.items()}})
+            for name, r in runs.items():
+                print(f"| {name} | {100 * len(r['flipped']) / k:.1f} | {r['passes']:.1f} "
+                      f"({r['passes'] / old['passes']:.2f}x the old preset) | {r['seconds']:.0f} |")
+            if not quick:
+                both = refs[("ce", 0)]["flipped"] | refs[("margin", 0)]["flipped"]
+                print(f"| union of APGD-CE and APGD-MARGIN 100 x 3, seed 0 | {100 * len(both) / k:.1f} | "
+                      f"{refs[('ce', 0)]['passes'] + refs[('margin', 0)]['passes']:.1f} | — |")
+                square = run_attack(vlm, samples, EndPGD(eps=8 / 255, members=("square:400",)))
+                print(f"| Square alone, 400 queries | {100 * len(square['flipped']) / k:.1f} | "
+                      f"{square['passes']:.1f} | {square['seconds']:.0f} |")
+            union = set().union(*(r["flipped"] for r in refs.values()))
+            row = {"level": level, "n_correct": k, "old_passes": old["passes"], "reference_flips": union, "runs": {}}
+            for name, r in runs.items():
+                print(f"\n{name} ({' → '.join(EndPGD.STRONG)}), member by member:")
+                print("| member | questions reached | flipped | mean passes per question of C |")
+                print("| --- | --- | --- | --- |")
+                for m, mr in r["members"].items():
+                    print(f"| {m} | {mr['reached']} | {mr['flipped']} | {mr['passes'] / k:.1f} |")
+                missed = sorted(union - r["flipped"])
+                asked = (f"the references asked about the {len(left)} questions a strong run left" if quick else
+                         f"the six reference runs flip {len(union)} questions, {name} {len(union & r['flipped'])}")
+                print(f"{asked}; flipped by a reference run but not by {name}: {missed or 'none'}; passes "
+                      f"{r['passes']:.1f} against the old preset's {old['passes']:.1f} "
+                      f"({r['passes'] / old['passes']:.2f}x)")
+                row["runs"][name] = r | {"missed": missed}
+            rows.append(row)
     return rows
 
 
@@ -240,6 +265,10 @@ def main() -> None:
     ap.add_argument("--skip-white-box", action="store_true")
     ap.add_argument("--skip-transfer", action="store_true")
     ap.add_argument("--ensemble", action="store_true", help="run (c), the strong preset's ensemble, on --levels")
+    ap.add_argument("--ensemble-seeds", default="0", help="(c): the strong preset's seeds, comma-separated")
+    ap.add_argument("--quick-references", action="store_true",
+                    help="(c): the reference runs (but the old preset's) only on what a strong run left, and no "
+                         "Square-alone run: the coverage and passes figures, without the references' own ASRs")
     ap.add_argument("--surrogate-settings", default="default,m-attack",
                     help=f"comma-separated, of {','.join(SURROGATE_SETTINGS)}")
     ap.add_argument("--threads", type=int, default=2)
@@ -248,7 +277,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out = {}
     if args.ensemble:
-        out["ensemble"] = ensemble(args.levels.split(","), args.n)
+        out["ensemble"] = ensemble(args.levels.split(","), args.n,
+                                   ensemble_seeds=tuple(int(x) for x in args.ensemble_seeds.split(",")),
+                                   quick=args.quick_references)
     if not args.skip_white_box:
         out["white_box"] = white_box(args.levels.split(","), args.n)
     if not args.skip_transfer:

@@ -274,9 +274,9 @@ def test_strength_presets_are_named_in_the_run_record_and_keyed(tmp_path):
         assert r["restart"] in ((0, 1, 2) if r["member"] == "cosine:x3" else (0,))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["strength"]["preset"] == "strong"
-    assert all(p["odi"] == 2 for p in params.values())  # the preset's output-diversified starts
-    assert any("strength strong (APGD, 3 steps per gradient member (each start after 2 ODI steps); ensembles "
-               "End-PGD: ce → dlr → square:20; "
+    assert params["end_pgd"]["odi"] == 2 and "odi" not in params["vis_pgd"]  # End-PGD's output-diversified starts
+    assert any("strength strong (APGD, 3 steps per gradient member (output-diversified starts: End-PGD 2 ODI "
+               "steps); ensembles End-PGD: ce → dlr → square:20; "
                "Vis-PGD: cosine:x3 → square:5)" in s for s in summary["headline"]["sentences"])
     bad = CliRunner().invoke(app, ["audit", "--strength", "hard", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "--strength 'hard'" in bad.output

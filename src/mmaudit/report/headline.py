@@ -108,10 +108,9 @@ def strength_settings(st: dict) -> str:
     members, odi = st.get("members") or {}, st.get("odi") or {}
     if members:
         text += " per gradient member"
-    if len(set(odi.values())) == 1:
-        text += f" (each start after {next(iter(odi.values()))} ODI steps)"
-    elif odi:
-        text += " (each start after ODI steps: " + ", ".join(f"{registry.display(a)} {n}" for a, n in odi.items()) + ")"
+    if odi:
+        text += " (output-diversified starts: " + ", ".join(f"{registry.display(a)} {n} ODI steps"
+                                                            for a, n in odi.items()) + ")"
     if members:
         text += ("; ensembles " + "; ".join(f"{registry.display(a)}: {' → '.join(m)}" for a, m in members.items()))
     return text

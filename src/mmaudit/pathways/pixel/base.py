@@ -22,7 +22,7 @@ kept. A member is one of the attack's objectives (``OBJECTIVES``: End-PGD's ``ce
 the attack's own objective (:mod:`mmaudit.pathways.pixel.square`);
 ``NAME:[STEPS][xRESTARTS]`` gives a member its own budget. ``odi`` starts every gradient run (each restart,
 each member) with output-diversified initialisation: a few signed steps along a random direction of the model's
-outputs, so restarts explore (the strong preset takes 2).
+outputs, so restarts explore (End-PGD's strong preset takes 2).
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from mmaudit.pathways.pixel.square import Square
 from mmaudit.pathways.registry import key_params
 
 SQUARE_QUERIES = 400  # a square member's queries unless it names its own
-STRONG_ODI = 2  # the strong preset's ODI steps per start (Tashiro et al.'s choice for L-inf)
 ODI_STREAM = 0x0D1  # mixed into a start's seed for its ODI direction (its random start keeps the seed itself)
 OPTIMISERS = ("pgd", "apgd", "square")  # square: gradient-free, an ensemble's last member
 
@@ -129,6 +128,7 @@ class PixelAttack:
     # the objectives an ensemble may name (the first is the attack's own) and the strong preset's members
     OBJECTIVES: ClassVar[tuple[str, ...]] = ("own",)
     STRONG: ClassVar[tuple[str, ...]] = ("own", "square:250")
+    STRONG_ODI: ClassVar[int] = 0  # the strong preset's ODI steps per gradient start (where measured to help)
 
     def __post_init__(self) -> None:
         if self.optimiser not in OPTIMISERS:
@@ -184,7 +184,7 @@ class PixelAttack:
         """The fields an audit's config sets (a subclass adds its own)."""
         return {"eps": cfg.eps, "steps": cfg.steps, "alpha": cfg.alpha, "seed": cfg.seed, "early_stop": cfg.early_stop,
                 "downscale": cfg.downscale, "optimiser": cfg.optimiser, "restarts": cfg.restarts,
-                "members": cls.STRONG if cfg.ensemble else (), "odi": STRONG_ODI if cfg.ensemble and cls.STRONG else 0,
+                "members": cls.STRONG if cfg.ensemble else (), "odi": cls.STRONG_ODI if cfg.ensemble else 0,
                 "eot": getattr(cfg, "eot", 1)}
 
     def params(self) -> dict:
