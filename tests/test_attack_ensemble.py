@@ -276,7 +276,7 @@ def test_output_diversified_starts_land_on_the_corner_the_random_output_directio
     sides = [int(m.flatten()[0]) for m in moves]
     assert all(torch.all(m == side) for m, side in zip(moves, sides)) and set(sides) == {8, -8}
     assert res.passes == [3] * 8  # two ODI steps and the final check
-    # a start's direction is its own: alone, or as the second restart, a sample gets what its stream draws
+    # a start's direction is its own stream's: alone or in a batch a sample lands where it did, another seed elsewhere
     alone = atk(vlm, samples[3:4])
     assert np.array_equal(alone.adv_uint8[0], res.adv_uint8[3])
     again = EndPGD(eps=8 / 255, steps=0, odi=2, seed=1)(vlm, samples)

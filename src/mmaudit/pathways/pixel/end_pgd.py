@@ -32,7 +32,7 @@ class EndPGD(PixelAttack):
     # the strong preset: the cross-entropy, then AutoAttack's DLR, then the targeted margin toward the task-matching
     # wrong answer, each on what the earlier ones left; Square last, gradient-free, on the answer's log-probability.
     # Every gradient start takes two ODI steps first (Tashiro et al.'s L-inf setting): on the zoo questions a single
-    # start flips by luck it raises a start's odds several-fold (docs/audit.md)
+    # start flips by luck it raises a DLR or margin start's odds several-fold (docs/audit.md)
     OBJECTIVES = LOSSES
     STRONG = ("ce", "dlr", "margin:x2", "square:250")
     STRONG_ODI = 2
