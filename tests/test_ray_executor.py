@@ -31,6 +31,25 @@ def records(store):
     return {r["key"]: r for r in store.records()}
 
 
+def actor_info(actor) -> dict:
+    """Ray's actor-table entry for ``actor``; empty until the GCS has registered it (asynchronously, just after
+    ``.remote()``), where ``unplaced`` answers False ("unknown"), so a wait must not end on that answer."""
+    from ray._private.state import state
+
+    return state.actor_table(actor._actor_id.hex()) or {}
+
+
+def wait_for_worker(actor, seconds: float = 60) -> bool:
+    """Whether the actor got a worker process (Ray placed it) within ``seconds`` (a worker process can take tens
+    of seconds to start on a busy 2-core machine)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not actor_info(actor).get("Pid"):
+        time.sleep(0.5)
+    return bool(actor_info(actor).get("Pid"))
+
+
 def test_ray_matches_local_and_survives_a_killed_worker(tmp_path, ray):
     import tempfile
     from pathlib import Path
@@ -113,9 +132,7 @@ def test_an_actor_still_loading_is_not_taken_for_one_with_no_room(ray):
 
     loading, waiting = Slow.remote(), Slow.remote()
     try:
-        deadline = time.time() + 60  # a worker process can take tens of seconds to start on a busy 2-core machine
-        while time.time() < deadline and unplaced(loading):
-            time.sleep(0.5)
+        assert wait_for_worker(loading) and actor_info(waiting)  # both registered, the first one placed
         assert not unplaced(loading) and unplaced(waiting)
     finally:
         ray.kill(loading)
@@ -135,10 +152,7 @@ def test_the_next_models_actor_gives_back_the_room_the_current_model_waits_for(r
     ex = RayExecutor(["zoo:L1", "zoo:L2"], plan, cpus_per_worker=2)  # the local Ray has 2 CPUs: one actor fits
     try:
         ex._ask(1)  # the next model's actor first: it takes the only room
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and unplaced(ex.actors[1][0]):
-            time.sleep(0.5)
-        assert not unplaced(ex.actors[1][0])
+        assert wait_for_worker(ex.actors[1][0]) and not unplaced(ex.actors[1][0])
         started = time.monotonic()
         assert ex.meta(0)["fingerprint"] == load_zoo("L1").fingerprint  # before: 'no node has room' after 60 s
         assert time.monotonic() - started < ex.place_timeout
